@@ -372,12 +372,14 @@ def _environment(atoms: struc.AtomArray, ligand_idx: np.ndarray, cutoff: float) 
 
 
 def load_complex(path: str | Path, ligand: str | None = None, *, ligand_file: str | Path | None = None,
-                 pocket_cutoff: float = POCKET_CUTOFF, pdb_id: str | None = None) -> Complex:
+                 pocket_cutoff: float = POCKET_CUTOFF, pdb_id: str | None = None,
+                 ligand_key: ResidueKey | None = None) -> Complex:
     """Load a complex from an mmCIF/PDB entry (gzipped or not).
 
     ``ligand`` is the CCD code of the ligand of interest (else the largest organic
     non-polymer group is taken). With ``ligand_file`` (SDF or MOL2) the ligand and its bond
-    orders come from that file and the entry provides the protein.
+    orders come from that file and the entry provides the protein. ``ligand_key`` picks one
+    exact copy (chain, number, insertion code, name) instead of the default choice.
     """
     path = Path(path)
     atoms = read_atoms(path)
@@ -395,7 +397,14 @@ def load_complex(path: str | Path, ligand: str | None = None, *, ligand_file: st
         bond_orders = "ccd"
         notes.append(f"ligand from {Path(ligand_file).name}")
     else:
-        key, lig_idx = select_ligand(atoms, ligand, source=str(path))
+        if ligand_key is not None:
+            found = [(k, i) for k, i in _residue_groups(atoms) if k == ligand_key]
+            if not found:
+                raise StructureError(f"{path}: no residue {ligand_key.name} {ligand_key.number}{ligand_key.ins_code} "
+                                     f"in chain {ligand_key.chain}")
+            key, lig_idx = found[0]
+        else:
+            key, lig_idx = select_ligand(atoms, ligand, source=str(path))
         lig = atoms[lig_idx]
         code = key.name
         if lig.array_length() < 2:
