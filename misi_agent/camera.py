@@ -30,8 +30,8 @@ from misi_agent.errors import MisiError
 
 FOV_DEG = 30.0  # horizontal field of view (ChimeraX's default)
 NEAR = 0.5  # Å; points closer to the camera than this are not drawn
-FIT_MARGIN = 1.12  # bounding sphere radius is enlarged by this factor for the fit
-ATOM_PAD = 1.7  # Å added to the sphere radius so atom balls and labels stay inside
+FIT_MARGIN = 1.04  # bounding sphere radius is enlarged by this factor for the fit
+ATOM_PAD = 1.2  # Å added to the sphere radius so atom balls and labels stay inside
 AXES = ("x", "y", "z")
 VIEW_NAMES = ("front", "left", "top", "back", "right", "bottom")
 THREE_VIEWS = ("front", "left", "top")
