@@ -10,10 +10,12 @@ from pathlib import Path
 
 import yaml
 
+from misi_agent.errors import MisiError
+
 KNOWLEDGE_DIR = Path(__file__).resolve().parent
 
 
-class KnowledgeError(ValueError):
+class KnowledgeError(MisiError):
     """A knowledge table is missing, malformed or inconsistent."""
 
 
