@@ -13,6 +13,7 @@ from misi_agent.errors import MisiError
 
 COMMAND_MODULES = (
     "misi_agent.render.cli",  # render
+    "misi_agent.bench.cli",  # bench score / bench generate
 )
 
 
