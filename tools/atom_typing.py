@@ -185,6 +185,8 @@ def type_pocket(cx, hydrogens: Mapping[int, tuple[Vec, ...]] | None = None,
         has_oxt = "OXT" in atoms
         for name, i in atoms.items():
             at = tmpl.atom(rname, name)
+            if at is None and name in ("N", "CA", "C", "O", "OXT") and rname not in tmpl.residues:
+                at = tmpl.backbone.get(name)   # modified amino acid: at least its backbone
             if at is None:
                 side.types[i] = elements[i]
                 continue
@@ -194,7 +196,7 @@ def type_pocket(cx, hydrogens: Mapping[int, tuple[Vec, ...]] | None = None,
             if tneigh and name in tneigh and any(t not in atoms for t in tneigh[name]):
                 side.skipped.add(i)
                 continue
-            if name == "N" and i not in prev_link and rname in tmpl.residues:
+            if name == "N" and i not in prev_link and at.type == "Npl":
                 side.types[i] = "N3+"
                 heavy = len(neighbors[i])
                 donor = "ammonium" if heavy == 1 else ("ammonium_secondary" if heavy == 2 else None)
