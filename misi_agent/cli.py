@@ -14,6 +14,7 @@ from misi_agent.errors import MisiError
 COMMAND_MODULES = (
     "misi_agent.render.cli",  # render
     "misi_agent.bench.cli",  # bench score / bench generate
+    "misi_agent.agent.cli",  # answer / run
 )
 
 
