@@ -587,7 +587,7 @@ def perceive_groups(side: TypedSide, rings: list[tuple[int, ...]], aromatic_ring
         elif t == "O3" and len(nb[i]) == 2 and any(T[k] == "Pac" for k in nb[i]):
             p = next(k for k in nb[i] if T[k] == "Pac")
             rest = others(p, i)
-            if len(nb[p]) == 4 and sum(T[k] == "O3-" for k in rest) == 2 and all(
+            if len(nb[p]) == 4 and sum(T[k] == "O3-" for k in rest) >= 2 and all(
                     tet(k) for k in rest if T[k] != "O3-"):
                 set_acc(i, "phosphate_ester_o")
         elif t == "O2" and len(nb[i]) == 1 and T[nb[i][0]] == "Pox":
