@@ -32,11 +32,12 @@ Atoms behind the camera's near plane are not drawn; bonds to them neither.
 """
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 from misi_agent.camera import NEAR, Camera
 from misi_agent.render.base import ATOM_RADIUS_LIGAND, BACKGROUND, STICK_RADIUS, Rendering, project_scene
@@ -258,7 +259,7 @@ LABEL_TURNS = (0.0, 45.0, -45.0, 90.0, -90.0, 135.0, -135.0, 180.0)  # candidate
 LABEL_RINGS = (0.0, 1.0, 2.0, 3.0)  # extra distance from the anchor, in label heights: next to it, then further out
 
 
-_RINGS, _TURNS = (np.array([(r, t) for r in LABEL_RINGS for t in LABEL_TURNS], float).T)
+_CANDIDATES = tuple((r, t) for r in LABEL_RINGS for t in LABEL_TURNS)
 
 
 def place_labels(scene: Scene, camera: Camera, size: int) -> list[tuple[str, tuple[int, int, int], int, int]]:
@@ -311,18 +312,19 @@ def place_labels(scene: Scene, camera: Camera, size: int) -> list[tuple[str, tup
         w, h = label_sprite(text, font_px, color)[1].size
         # All candidate tiles at once; the tile's nearest edge sits ``gap`` px (plus the ring)
         # from the anchor along the direction.
-        t = np.radians(angle[k] + _TURNS)
-        dx, dy = np.cos(t), np.sin(t)
-        g = gap[k] + _RINGS * h
-        xs = np.rint(np.clip(screen[k, 0] + dx * g - w / 2.0 + dx * w / 2.0, 1.0, size - 1.0 - w)).astype(int).tolist()
-        ys = np.rint(np.clip(screen[k, 1] + dy * g - h / 2.0 + dy * h / 2.0, 1.0, size - 1.0 - h)).astype(int).tolist()
-        for x, y in zip(xs, ys):
+        ax, ay, ak, gk = float(screen[k, 0]), float(screen[k, 1]), float(angle[k]), float(gap[k])
+        candidates = []
+        for ring, turn in _CANDIDATES:
+            t = math.radians(ak + turn)
+            dx, dy = math.cos(t), math.sin(t)
+            g = gk + ring * h
+            x = int(round(min(max(ax + dx * g - w / 2.0 + dx * w / 2.0, 1.0), size - 1.0 - w)))
+            y = int(round(min(max(ay + dy * g - h / 2.0 + dy * h / 2.0, 1.0), size - 1.0 - h)))
             if not occupied[y:y + h, x:x + w].any():
                 break
+            candidates.append((int(np.count_nonzero(occupied[y:y + h, x:x + w])), len(candidates), x, y))
         else:  # no free spot: the least crowded (first on ties)
-            crowd = [int(np.count_nonzero(occupied[y:y + h, x:x + w])) for x, y in zip(xs, ys)]
-            best = crowd.index(min(crowd))
-            x, y = xs[best], ys[best]
+            _, _, x, y = min(candidates)
         occupied[max(0, y - 1):y + h + 1, max(0, x - 1):x + w + 1] = True
         placed.append((text, color, x, y))
     return placed
@@ -369,11 +371,11 @@ def label_sprite(text: str, font_px: int, color: tuple[int, int, int]) -> tuple[
     complex and across complexes.
     """
     font = label_font(font_px)
-    left, top, right, bottom = font.getbbox(text, stroke_width=1)
-    w, h = max(1, right - left), max(1, bottom - top)
-    origin = (-left, -top)
-    mask = Image.new("L", (w, h), 0)
-    ImageDraw.Draw(mask).text(origin, text, fill=255, font=font, stroke_width=1, stroke_fill=255)
+    left, top, right, bottom = font.getbbox(text)
+    w, h = max(1, right - left) + 2, max(1, bottom - top) + 2  # one pixel of outline all round
+    fill = Image.new("L", (w, h), 0)
+    ImageDraw.Draw(fill).text((1 - left, 1 - top), text, fill=255, font=font)
+    mask = fill.filter(ImageFilter.MaxFilter(3))  # the outline: the glyphs grown by one pixel
     sprite = Image.new("RGB", (w, h), LABEL_OUTLINE)
-    ImageDraw.Draw(sprite).text(origin, text, fill=color, font=font)
+    sprite.paste(color, (0, 0, w, h), fill)
     return sprite, mask
