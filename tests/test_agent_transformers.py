@@ -154,3 +154,19 @@ def test_loading_refuses_unsafe_or_unknown_folders(tmp_path):
     with pytest.raises(PlannerError, match="custom code"):
         make_planner(f"transformers:{evil}")
     assert not marker.exists()
+
+
+def test_cli_answer_with_a_local_model_records_pixel_limits(qwen25, qset, tmp_path, capsys):
+    from misi_agent.cli import main
+
+    path, qs = qset
+    qfile = path.parent / qs[0].images[0].rsplit("/", 1)[0] / "question.json"
+    rc = main(["answer", str(qfile), "--planner", f"transformers:{qwen25.path}", "--model", "tiny", "--json",
+               "--max-turns", "1", "--max-new-tokens", "4", "--min-pixels", str(MIN_PX), "--max-pixels", str(MAX_PX),
+               "--trace", str(tmp_path / "trace.json")])
+    obj = json.loads(capsys.readouterr().out)
+    assert rc == (0 if obj["answer"] else 1)
+    assert obj["planner"]["model"] == "tiny" and obj["planner"]["min_pixels"] == MIN_PX
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    assert trace["planner"]["max_pixels"] == MAX_PX and trace["planner"]["trust_remote_code"] is False
+    assert trace["steps"][0]["info"]["images"] == 4

@@ -45,6 +45,9 @@ def _add_common(p: argparse.ArgumentParser, trace_help: str) -> None:
     p.add_argument("--max-pixels", type=int, default=None, help="transformers: max pixels per image")
     p.add_argument("--max-new-tokens", type=int, default=None, help="tokens generated per turn")
     p.add_argument("--chat-template", default=None, metavar="FILE", help="transformers: Jinja chat template to use")
+    p.add_argument("--device", default="cpu", help="transformers: torch device (cpu, cuda, cuda:1; auto = cuda if present)")
+    p.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"),
+                   help="transformers: weight dtype (default: the checkpoint's)")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="transformers: allow code from the model folder to run (off by default)")
     p.add_argument("--api-key-env", default=None, metavar="VAR",
@@ -85,7 +88,8 @@ def _build(args):
     store = StructureStore(args.structures, allow_download=args.allow_download)
     planner = make_planner(args.planner, model=args.model, min_pixels=args.min_pixels, max_pixels=args.max_pixels,
                            max_new_tokens=args.max_new_tokens, trust_remote_code=args.trust_remote_code,
-                           api_key_env=args.api_key_env, chat_template=args.chat_template)
+                           api_key_env=args.api_key_env, chat_template=args.chat_template, device=args.device,
+                           dtype=args.dtype)
     return store, planner, max_turns
 
 

@@ -15,7 +15,7 @@ PLANNER_FORMS = "router | transformers:PATH | openai:URL"
 
 def make_planner(spec: str, *, model: str | None = None, min_pixels: int | None = None, max_pixels: int | None = None,
                  max_new_tokens: int | None = None, trust_remote_code: bool = False, api_key_env: str | None = None,
-                 chat_template: str | None = None) -> Planner:
+                 chat_template: str | None = None, device: str = "cpu", dtype: str = "auto") -> Planner:
     """The planner named by ``spec`` (``router``, ``transformers:PATH`` or ``openai:URL``)."""
     spec = (spec or "").strip()
     if spec == "router":
@@ -31,7 +31,8 @@ def make_planner(spec: str, *, model: str | None = None, min_pixels: int | None 
         kwargs = {k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels),
                                     ("max_new_tokens", max_new_tokens)) if v is not None}
         return TransformersPlanner(Path(target).expanduser(), trust_remote_code=trust_remote_code,
-                                   chat_template=chat_template, model_name=model, **kwargs)
+                                   chat_template=chat_template, model_name=model, device=device, dtype=dtype,
+                                   **kwargs)
     if kind == "openai":
         from misi_agent.agent.planners.openai_api import OpenAIPlanner
 

@@ -106,6 +106,10 @@ class TransformersPlanner(Planner):
         self.min_pixels, self.max_pixels = int(min_pixels), int(max_pixels)
         self.max_new_tokens = int(max_new_tokens)
         self.trust_remote_code = bool(trust_remote_code)
+        if device == "auto":
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = device
         self.seed = seed
         self.model_name = model_name or self.path.name
@@ -141,7 +145,7 @@ class TransformersPlanner(Planner):
                 self.path, use_safetensors=True, dtype=torch_dtype, **common).to(self.device).eval()
         except PlannerError:
             raise
-        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        except (OSError, ValueError, KeyError, RuntimeError, AssertionError) as exc:
             raise PlannerError(f"transformers planner: cannot load {self.path} "
                                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
         finally:
