@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import gzip
 import io
+import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+from scipy.spatial import cKDTree
 import biotite.structure as struc
 import biotite.structure.info as info
 import biotite.structure.io.pdb as pdbio
@@ -29,6 +34,14 @@ from misi_agent.knowledge import excluded_hetero_codes
 RDLogger.DisableLog("rdApp.*")
 
 POCKET_CUTOFF = 10.0
+# Inter-residue bonds longer than this are not bonds: biotite links consecutive residues of a
+# chain by name (peptide/phosphodiester) without looking at the distance, which chains free
+# amino-acid ligands (3ems ARG 130-133) onto the protein across 10-30 Å gaps. Metal
+# coordination (struct_conn "metalc", LINK) stays below it.
+MAX_LINK_LENGTH = 3.0
+# Graph matches of a ligand onto its CCD template whose superposition RMSD onto the ideal
+# coordinates is within this of the best one count as equally good (coordinate noise).
+MATCH_RMSD_TOLERANCE = 0.3
 METALS = frozenset(
     "LI NA K RB CS BE MG CA SR BA AL GA IN TL SN PB BI SC TI V CR MN FE CO NI CU ZN Y ZR NB MO "
     "TC RU RH PD AG CD HF TA W RE OS IR PT AU HG LA CE PR ND SM EU GD TB DY HO ER TM YB LU".split()
@@ -105,7 +118,7 @@ def _open_text(path: Path) -> io.StringIO:
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise StructureError(f"{path}: corrupt gzip file ({exc})") from None
     try:
         return io.StringIO(raw.decode("utf-8", errors="replace"))
@@ -144,8 +157,25 @@ def read_atoms(path: str | Path) -> struc.AtomArray:
         raise StructureError(f"{path}: unreadable {fmt} structure ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
     if atoms.array_length() == 0:
         raise StructureError(f"{path}: no atoms")
+    _drop_long_links(atoms)
     keep = ~np.isin(np.char.upper(atoms.element.astype(str)), ["H", "D"])
-    return atoms[keep]
+    atoms = atoms[keep]
+    if atoms.array_length() == 0:
+        raise StructureError(f"{path}: no heavy atoms")
+    return atoms
+
+
+def _drop_long_links(atoms: struc.AtomArray) -> None:
+    """Remove inter-residue bonds longer than :data:`MAX_LINK_LENGTH` (in place)."""
+    if atoms.bonds is None or atoms.bonds.get_bond_count() == 0:
+        return
+    bonds = atoms.bonds.as_array()
+    res = struc.get_residue_positions(atoms, np.arange(atoms.array_length()))
+    a, b = bonds[:, 0].astype(int), bonds[:, 1].astype(int)
+    length = np.linalg.norm(atoms.coord[a].astype(float) - atoms.coord[b].astype(float), axis=1)
+    bad = (res[a] != res[b]) & ~(length <= MAX_LINK_LENGTH)
+    if np.any(bad):
+        atoms.bonds = struc.BondList(atoms.array_length(), bonds[~bad])
 
 
 def pdb_id_from_path(path: str | Path) -> str:
@@ -158,12 +188,10 @@ def pdb_id_from_path(path: str | Path) -> str:
 
 def _residue_groups(atoms: struc.AtomArray) -> list[tuple[ResidueKey, np.ndarray]]:
     starts = struc.get_residue_starts(atoms, add_exclusive_stop=True)
-    groups = []
-    for a, b in zip(starts[:-1], starts[1:]):
-        i = a
-        key = ResidueKey(str(atoms.chain_id[i]), int(atoms.res_id[i]), str(atoms.ins_code[i]), str(atoms.res_name[i]))
-        groups.append((key, np.arange(a, b)))
-    return groups
+    first = starts[:-1]
+    fields = zip(atoms.chain_id[first].tolist(), atoms.res_id[first].tolist(), atoms.ins_code[first].tolist(),
+                 atoms.res_name[first].tolist(), first.tolist(), starts[1:].tolist())
+    return [(ResidueKey(str(c), int(n), str(i), str(r)), np.arange(a, b)) for c, n, i, r, a, b in fields]
 
 
 @lru_cache(maxsize=1)
@@ -171,31 +199,54 @@ def _amino_acids() -> frozenset[str]:
     return frozenset(info.amino_acid_names())
 
 
-def _bonded_outside(atoms: struc.AtomArray, idx: np.ndarray) -> bool:
-    """True when any atom of the group is bonded to a polymer (non-HETATM) atom outside it."""
-    if atoms.bonds is None:
-        return False
-    bonds = atoms.bonds.as_array()
-    inside = np.zeros(atoms.array_length(), bool)
-    inside[idx] = True
-    a, b = bonds[:, 0], bonds[:, 1]
-    cross = (inside[a] & ~inside[b] & ~atoms.hetero[b]) | (inside[b] & ~inside[a] & ~atoms.hetero[a])
-    return bool(np.any(cross))
+def polymer_amino_acids(atoms: struc.AtomArray) -> np.ndarray:
+    """Per atom: True for amino-acid residues that belong to a protein chain.
+
+    A residue counts when its name is a CCD amino acid and it is an ATOM record or is linked
+    by covalent inter-residue bonds (through other amino acids) to one, so modified residues
+    such as MSE (HETATM inside the chain) are protein while free amino acids, e.g. the ARG
+    ligands of 3ems, are not.
+    """
+    n = atoms.array_length()
+    if n == 0:
+        return np.zeros(0, bool)
+    starts = struc.get_residue_starts(atoms)
+    res = struc.get_residue_positions(atoms, np.arange(n))
+    n_res = len(starts)
+    is_aa_atom = np.isin(atoms.res_name, list(_amino_acids()))
+    res_is_aa = is_aa_atom[starts]
+    res_has_atom_record = np.zeros(n_res, bool)
+    np.logical_or.at(res_has_atom_record, res, ~atoms.hetero)
+    if atoms.bonds is not None and atoms.bonds.get_bond_count():
+        bonds = atoms.bonds.as_array()
+        a, b, t = bonds[:, 0].astype(int), bonds[:, 1].astype(int), bonds[:, 2]
+        link = (res[a] != res[b]) & is_aa_atom[a] & is_aa_atom[b] & (t != int(struc.BondType.COORDINATION))
+        ra, rb = res[a[link]], res[b[link]]
+    else:
+        ra = rb = np.zeros(0, int)
+    graph = coo_matrix((np.ones(len(ra)), (ra, rb)), shape=(n_res, n_res))
+    _, comp = connected_components(graph, directed=False)
+    comp_has_atom_record = np.zeros(comp.max() + 1, bool)
+    np.logical_or.at(comp_has_atom_record, comp[res_has_atom_record & res_is_aa], True)
+    res_polymer = res_is_aa & comp_has_atom_record[comp]
+    return res_polymer[res]
 
 
 def ligand_candidates(atoms: struc.AtomArray) -> list[tuple[ResidueKey, np.ndarray]]:
     """Organic non-polymer groups that could be the ligand of interest, largest first.
 
     Excludes water, ions and crystallisation additives (knowledge/hetero_groups.yaml), amino
-    acids and groups without carbon. Ties keep file order, so the choice is deterministic.
+    acids of the protein chains (free amino acids stay candidates), groups without carbon and
+    groups of fewer than six heavy atoms. Ties keep file order, so the choice is deterministic.
     """
     excluded = excluded_hetero_codes()
     skip = excluded["water"] | excluded["ions"] | excluded["additives"]
+    polymer = polymer_amino_acids(atoms)
     out = []
     for key, idx in _residue_groups(atoms):
         if not atoms.hetero[idx[0]] or key.name in skip:
             continue
-        if key.name in _amino_acids() and _bonded_outside(atoms, idx):
+        if polymer[idx[0]]:
             continue  # a modified residue inside the chain, not a free ligand
         elements = set(atoms.element[idx].astype(str))
         if "C" not in elements or len(idx) < 6:
@@ -208,13 +259,19 @@ def ligand_candidates(atoms: struc.AtomArray) -> list[tuple[ResidueKey, np.ndarr
 def select_ligand(atoms: struc.AtomArray, code: str | None, source: str = "") -> tuple[ResidueKey, np.ndarray]:
     """The ligand copy to show: by CCD code when given, else the largest organic candidate.
 
-    Among several copies of the code the most complete one wins; ties keep file order.
+    Among several copies of the code (residues of protein chains excluded) the most complete
+    one wins; ties keep file order.
     """
     if code:
         code = code.upper()
         copies = [(k, i) for k, i in _residue_groups(atoms) if k.name == code]
         if not copies:
             raise StructureError(f"{source}: no ligand with CCD code {code} in the entry")
+        polymer = polymer_amino_acids(atoms)
+        free = [(k, i) for k, i in copies if not polymer[i[0]]]
+        if not free:
+            raise StructureError(f"{source}: {code} occurs only as a residue of a protein chain, not as a ligand")
+        copies = free
         best = max(len(i) for _, i in copies)
         return next((k, i) for k, i in copies if len(i) == best)
     cands = ligand_candidates(atoms)
@@ -274,11 +331,16 @@ def _mol_from_atoms(ligand: struc.AtomArray, bonds: list[tuple[int, int, Chem.Bo
 
 
 def _sanitized(mol: Chem.RWMol) -> Chem.Mol | None:
+    """A sanitized copy, or None.
+
+    RDKit's sanitization already turns metal bonds that overload a donor's valence into
+    dative bonds (HEM Fe–N); if it still fails, the bonds to metals are removed and it is
+    tried once more.
+    """
     m = Chem.Mol(mol)
     try:
         Chem.SanitizeMol(m)
     except Exception:
-        # Coordinate bonds to metals break valences: drop them and retry.
         rw = Chem.RWMol(mol)
         for bond in list(rw.GetBonds()):
             if {bond.GetBeginAtom().GetSymbol().upper(), bond.GetEndAtom().GetSymbol().upper()} & METALS:
@@ -291,84 +353,162 @@ def _sanitized(mol: Chem.RWMol) -> Chem.Mol | None:
     return m
 
 
+def _plain_graph(atoms: struc.AtomArray, pairs: list[tuple[int, int]]) -> Chem.Mol:
+    """Elements and single bonds only, unsanitized, with ring info: a graph for matching."""
+    mol = _mol_from_atoms(atoms, [(a, b, Chem.BondType.SINGLE) for a, b in pairs],
+                          np.zeros(atoms.array_length(), int)).GetMol()
+    mol.UpdatePropertyCache(strict=False)
+    Chem.FastFindRings(mol)
+    return mol
+
+
+def _graph_match(ligand: struc.AtomArray, pairs: list[tuple[int, int]], template: struc.AtomArray) -> np.ndarray | None:
+    """Template index of every ligand atom, by matching the ligand's bond graph into the CCD's.
+
+    The ligand may lack atoms (unresolved) and bonds (e.g. to a metal) of the template, so
+    a match can be ambiguous (which CH2–OH lost its O?). Matches that agree with the most atom
+    names are kept, then those whose coordinates superpose onto the CCD's ideal coordinates
+    (proper rotation, so handedness counts) within :data:`MATCH_RMSD_TOLERANCE` of the best;
+    the first of these in RDKit's order wins, so symmetric ambiguities (which carboxylate O
+    is missing) follow the CCD's atom order.
+    """
+    query = _plain_graph(ligand, pairs)
+    target = _plain_graph(template, [(int(a), int(b)) for a, b, _ in template.bonds.as_array()])
+    matches = target.GetSubstructMatches(query, uniquify=False, useChirality=False, maxMatches=2000)
+    if not matches:
+        return None
+    names = [str(n) for n in ligand.atom_name]
+    tnames = [str(n) for n in template.atom_name]
+    agree = np.array([sum(names[i] == tnames[j] for i, j in enumerate(m)) for m in matches])
+    best = np.flatnonzero(agree == agree.max())
+    ideal = template.coord.astype(float)
+    rmsd = np.array([_superposed_rmsd(ligand.coord.astype(float), ideal[list(matches[k])]) for k in best])
+    if np.all(np.isfinite(rmsd)):
+        best = best[rmsd <= rmsd.min() + MATCH_RMSD_TOLERANCE]
+    return np.array(matches[int(best[0])])
+
+
+def _superposed_rmsd(a: np.ndarray, b: np.ndarray) -> float:
+    """RMSD of ``a`` onto ``b`` after the best proper rotation and translation (Kabsch)."""
+    a = a - a.mean(axis=0)
+    b = b - b.mean(axis=0)
+    u, s, vt = np.linalg.svd(a.T @ b)
+    d = np.sign(np.linalg.det(u @ vt))
+    s[-1] *= d
+    return float(np.sqrt(max(((a**2).sum() + (b**2).sum() - 2 * s.sum()) / len(a), 0.0)))
+
+
+def _ccd_mol(ligand: struc.AtomArray, template: struc.AtomArray, pos: np.ndarray) -> Chem.Mol | None:
+    """The ligand with the template's bond orders and charges, ligand atom i = template atom pos[i]."""
+    inv = {int(t): k for k, t in enumerate(pos)}
+    bonds = []
+    for a, b, btype in template.bonds.as_array():
+        if int(a) in inv and int(b) in inv and struc.BondType(btype) in _ORDER:
+            bonds.append((inv[int(a)], inv[int(b)], _ORDER[struc.BondType(btype)]))
+    charges = template.charge[pos] if "charge" in template.get_annotation_categories() else np.zeros(len(pos), int)
+    return _sanitized(_mol_from_atoms(ligand, bonds, charges))
+
+
+def _connectivities(ligand: struc.AtomArray) -> list[list[tuple[int, int]]]:
+    """Candidate bond graphs of a ligand: the file's bonds (CONECT, struct_conn, CCD by name)
+    when every atom has one, then bonds from interatomic distances."""
+    n = ligand.array_length()
+    out = []
+    if ligand.bonds is not None and ligand.bonds.get_bond_count():
+        pairs = [(int(a), int(b)) for a, b, _ in ligand.bonds.as_array()]
+        if n == 1 or len({i for p in pairs for i in p}) == n:
+            out.append(pairs)
+    if n > 1:
+        pairs = [(int(a), int(b)) for a, b, _ in struc.connect_via_distances(ligand, inter_residue=True).as_array()]
+        if pairs not in out:
+            out.append(pairs)
+    return out or [[]]
+
+
 def ligand_molecule(ligand: struc.AtomArray, code: str) -> tuple[Chem.Mol, str, str]:
     """An RDKit molecule for the ligand, atom order preserved.
 
-    Returns (mol, bond_orders, note). Bond orders and formal charges come from the CCD
-    matched by atom name; if the names do not match, RDKit's ``AssignBondOrdersFromTemplate``
-    maps the CCD onto the entry's connectivity; if that fails too, connectivity is kept with
-    single bonds and ``bond_orders == "connectivity"``.
+    Returns (mol, bond_orders, note). Bond orders and formal charges come from the CCD:
+    matched by atom name when the names are unique and each is a CCD atom of the same
+    element; otherwise by matching the ligand's bond graph (file bonds, else distances) into
+    the CCD's (:func:`_graph_match`, which tolerates unresolved atoms). If neither works (or
+    RDKit cannot sanitize the result), single-bond connectivity is kept and ``bond_orders ==
+    "connectivity"``.
     """
     names = [str(n) for n in ligand.atom_name]
     template = ccd_template(code)
-    connectivity = [(int(a), int(b), Chem.BondType.SINGLE) for a, b, _ in ligand.bonds.as_array()] if ligand.bonds is not None else []
-    if not connectivity and ligand.array_length() > 1:
-        connectivity = [(int(a), int(b), Chem.BondType.SINGLE) for a, b, _ in struc.connect_via_distances(ligand).as_array()]
+    graphs = _connectivities(ligand)
     zero = np.zeros(ligand.array_length(), dtype=int)
     if template is None:
-        mol = _sanitized(_mol_from_atoms(ligand, connectivity, zero))
+        mol = _sanitized(_mol_from_atoms(ligand, [(a, b, Chem.BondType.SINGLE) for a, b in graphs[0]], zero))
         if mol is None:
             raise StructureError(f"ligand {code}: not in the CCD and RDKit cannot sanitize its connectivity")
         return mol, "connectivity", f"{code} not in the CCD"
+    missing = template.array_length() - len(names)
+    unresolved = f"; {missing} CCD atoms unresolved" if missing > 0 else ""
     tnames = {str(n): i for i, n in enumerate(template.atom_name)}
-    if all(n in tnames for n in names):
-        pos = np.array([tnames[n] for n in names])
-        inv = {int(t): k for k, t in enumerate(pos)}
-        bonds = []
-        for a, b, btype in template.bonds.as_array():
-            if int(a) in inv and int(b) in inv and struc.BondType(btype) in _ORDER:
-                bonds.append((inv[int(a)], inv[int(b)], _ORDER[struc.BondType(btype)]))
-        charges = template.charge[pos] if "charge" in template.get_annotation_categories() else zero
-        mol = _sanitized(_mol_from_atoms(ligand, bonds, charges))
+    names_match = (len(set(names)) == len(names) and all(n in tnames for n in names)
+                   and all(_element_symbol(str(template.element[tnames[n]])) == _element_symbol(str(e))
+                           for n, e in zip(names, ligand.element)))
+    if names_match:
+        mol = _ccd_mol(ligand, template, np.array([tnames[n] for n in names]))
         if mol is not None:
-            note = "" if len(names) == template.array_length() else f"{template.array_length() - len(names)} CCD atoms unresolved"
-            return mol, "ccd", note
-    # Names differ: map the CCD template onto the entry's connectivity.
-    plain = _sanitized(_mol_from_atoms(ligand, connectivity, zero))
-    tmol = _sanitized(_mol_from_atoms(template, [(int(a), int(b), _ORDER[struc.BondType(t)])
-                                                 for a, b, t in template.bonds.as_array() if struc.BondType(t) in _ORDER],
-                                      template.charge if "charge" in template.get_annotation_categories() else np.zeros(template.array_length(), int)))
-    if plain is not None and tmol is not None:
-        from rdkit.Chem import AllChem
-        try:
-            assigned = AllChem.AssignBondOrdersFromTemplate(Chem.RemoveHs(tmol), plain)
-            Chem.SanitizeMol(assigned)
-            return assigned, "ccd", "bond orders assigned from CCD template by graph match"
-        except Exception:
-            pass
-    if plain is None:
-        rw = _mol_from_atoms(ligand, connectivity, zero)
-        plain = rw.GetMol()
-        plain.UpdatePropertyCache(strict=False)
-    return plain, "connectivity", f"CCD template of {code} does not match the entry's atoms"
+            return mol, "ccd", unresolved.removeprefix("; ")
+    for pairs in graphs:
+        pos = _graph_match(ligand, pairs, template)
+        mol = _ccd_mol(ligand, template, pos) if pos is not None else None
+        if mol is not None:
+            return mol, "ccd", "bond orders from the CCD by graph match (atom names differ)" + unresolved
+    plain = _mol_from_atoms(ligand, [(a, b, Chem.BondType.SINGLE) for a, b in graphs[0]], zero)
+    mol = _sanitized(plain)
+    if mol is None:
+        mol = plain.GetMol()
+        mol.UpdatePropertyCache(strict=False)
+    return mol, "connectivity", f"CCD template of {code} does not match the entry's atoms"
 
 
 # ----------------------------------------------------------------------------- complex
 
 
+def _near(points: np.ndarray, ligand: np.ndarray, cutoff: float) -> np.ndarray:
+    """Per point: True when any ligand atom is within ``cutoff`` Å (k-d tree, not an N×M matrix)."""
+    if len(points) == 0 or len(ligand) == 0:
+        return np.zeros(len(points), bool)
+    d, _ = cKDTree(np.asarray(ligand, float)).query(np.asarray(points, float), k=1,
+                                                     distance_upper_bound=cutoff + 1e-3)
+    return d <= cutoff
+
+
 def _pocket(atoms: struc.AtomArray, ligand_idx: np.ndarray, cutoff: float) -> struc.AtomArray:
-    lig = atoms.coord[ligand_idx]
-    is_aa = np.isin(atoms.res_name, list(_amino_acids())) & ~np.isin(np.arange(atoms.array_length()), ligand_idx)
+    """Whole protein amino-acid residues with any heavy atom within ``cutoff`` of the ligand."""
+    is_aa = polymer_amino_acids(atoms)
+    is_aa[ligand_idx] = False
     cand = np.flatnonzero(is_aa)
-    if cand.size == 0:
-        return atoms[np.zeros(atoms.array_length(), bool)]
-    d2 = ((atoms.coord[cand, None, :] - lig[None, :, :]) ** 2).sum(-1).min(1)
-    near = cand[d2 <= cutoff * cutoff]
+    near = cand[_near(atoms.coord[cand], atoms.coord[ligand_idx], cutoff)]
     res_ids = struc.get_residue_positions(atoms, np.arange(atoms.array_length()))
     keep = np.isin(res_ids, np.unique(res_ids[near])) & is_aa
     return atoms[keep]
 
 
 def _environment(atoms: struc.AtomArray, ligand_idx: np.ndarray, cutoff: float) -> struc.AtomArray:
-    """Non-water hetero groups (metals, cofactors) within ``cutoff`` of the ligand, not displayed."""
+    """Atoms of non-water hetero groups (metals, cofactors, free amino acids) within ``cutoff``
+    of the ligand; not displayed. Whole groups are not needed: only the near atoms are kept."""
     water = excluded_hetero_codes()["water"]
-    mask = atoms.hetero & ~np.isin(atoms.res_name, list(water)) & ~np.isin(atoms.res_name, list(_amino_acids()))
+    mask = atoms.hetero & ~np.isin(atoms.res_name, list(water)) & ~polymer_amino_acids(atoms)
     mask[ligand_idx] = False
     idx = np.flatnonzero(mask)
-    if idx.size == 0:
-        return atoms[np.zeros(atoms.array_length(), bool)]
-    d2 = ((atoms.coord[idx, None, :] - atoms.coord[ligand_idx][None]) ** 2).sum(-1).min(1)
-    return atoms[idx[d2 <= cutoff * cutoff]]
+    return atoms[idx[_near(atoms.coord[idx], atoms.coord[ligand_idx], cutoff)]]
+
+
+def _nucleic_acid_hint(atoms: struc.AtomArray, ligand_coord: np.ndarray, cutoff: float) -> str:
+    """`` (it binds nucleic acid: N nucleotides within ...)`` when nucleotides surround the ligand."""
+    is_nt = np.isin(atoms.res_name, list(info.nucleotide_names()))
+    idx = np.flatnonzero(is_nt)
+    near = idx[_near(atoms.coord[idx], ligand_coord, cutoff)]
+    if near.size == 0:
+        return ""
+    n = len(np.unique(struc.get_residue_positions(atoms, near)))
+    return f" (it binds nucleic acid: {n} nucleotides within {cutoff} Å; pockets are made of amino acids only)"
 
 
 def load_complex(path: str | Path, ligand: str | None = None, *, ligand_file: str | Path | None = None,
@@ -415,13 +555,18 @@ def load_complex(path: str | Path, ligand: str | None = None, *, ligand_file: st
         if note:
             notes.append(note)
     if pocket.array_length() == 0:
-        raise StructureError(f"{path}: no amino-acid residue within {pocket_cutoff} Å of ligand {code}")
+        raise StructureError(f"{path}: no amino-acid residue within {pocket_cutoff} Å of ligand {code}"
+                             f"{_nucleic_acid_hint(atoms, lig.coord, pocket_cutoff)}")
     return Complex(pdb_id=pid, ligand_code=code, ligand_key=key, pocket=pocket, ligand=lig, ligand_mol=mol,
                    bond_orders=bond_orders, environment=env, source=str(path), notes=tuple(notes))
 
 
 def read_ligand_file(path: str | Path) -> tuple[struc.AtomArray, Chem.Mol]:
-    """Read a ligand SDF or MOL2 (heavy atoms, bond orders from the file)."""
+    """Read a ligand SDF/MOL or MOL2 (first molecule; heavy atoms; bond orders and charges from the file).
+
+    Atom names are the MOL2 names when they are unique, else element + running number
+    (``C1``, ``C2``, ``N1``); residue ``LIG 1`` in chain ``L``.
+    """
     path = Path(path)
     if not path.is_file():
         raise StructureError(f"{path}: no such file")
@@ -433,20 +578,24 @@ def read_ligand_file(path: str | Path) -> tuple[struc.AtomArray, Chem.Mol]:
         mol = Chem.MolFromMol2Block(text, removeHs=False)
     else:
         raise StructureError(f"{path}: unknown ligand format (expected .sdf, .mol or .mol2)")
-    if mol is None:
+    if mol is None or mol.GetNumAtoms() == 0:
         raise StructureError(f"{path}: RDKit cannot read or sanitize the ligand")
+    if any(a.GetNumRadicalElectrons() for a in mol.GetAtoms()):
+        raise StructureError(f"{path}: the ligand has radical atoms (a MOL2 file needs its hydrogens for RDKit "
+                             "to work out charges and bond orders)")
     mol = Chem.RemoveHs(mol)
     n = mol.GetNumAtoms()
     arr = struc.AtomArray(n)
     arr.coord = mol.GetConformer().GetPositions().astype(np.float32)
-    counts: dict[str, int] = {}
-    names = []
-    for atom in mol.GetAtoms():
-        nm = atom.GetPropsAsDict().get("_TriposAtomName") if atom.HasProp("_TriposAtomName") else None
-        if not nm:
-            counts[atom.GetSymbol()] = counts.get(atom.GetSymbol(), 0) + 1
-            nm = f"{atom.GetSymbol().upper()}{counts[atom.GetSymbol()]}"
-        names.append(nm)
+    names = [a.GetProp("_TriposAtomName").strip() if a.HasProp("_TriposAtomName") else "" for a in mol.GetAtoms()]
+    if "" in names or len(set(names)) < n:
+        # No names (SDF) or not unique (e.g. Open Babel's element-only MOL2 names): number them per element.
+        counts: Counter = Counter()
+        names = []
+        for atom in mol.GetAtoms():
+            counts[atom.GetSymbol()] += 1
+            names.append(f"{atom.GetSymbol().upper()}{counts[atom.GetSymbol()]}")
+    for atom, nm in zip(mol.GetAtoms(), names):
         atom.SetProp("_Name", nm)
     arr.atom_name = np.array(names)
     arr.element = np.array([a.GetSymbol().upper() for a in mol.GetAtoms()])
