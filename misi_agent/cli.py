@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "misi_agent.render.cli",  # render
     "misi_agent.bench.cli",  # bench score / bench generate
     "misi_agent.agent.cli",  # answer / run
+    "misi_agent.hbonds_cli",  # hbonds
 )
 
 
