@@ -114,6 +114,10 @@ class Scene:
             commands = parse_commands(commands)
         if which == "all":
             return self.with_coords(apply_commands(self.coords, commands))
+        if which not in ("ligand", "pocket"):
+            from misi_agent.camera import CommandError
+
+            raise CommandError(f"unknown part {which!r} (expected all, ligand or pocket)")
         mask = self.is_ligand if which == "ligand" else ~self.is_ligand
         coords = self.coords.copy()
         coords[mask] = apply_commands(self.coords[mask], commands)
