@@ -7,6 +7,7 @@ import importlib.util
 import json
 import math
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -191,9 +192,12 @@ def test_docking_answer_puts_the_ligand_back(cx):
         screen, _ = cam.project(both.coords)
         gap = np.linalg.norm(screen[both.is_ligand][:, None] - screen[~both.is_ligand][None], axis=2).min()
         assert gap > G.DOCK_CLEARANCE_PX
-        # images 1-6 share the camera of image 7: pocket + ligand alone overlay the front of both
+        # the parts alone look along the same directions as image 7, each framed by itself
         pocket, ligand = item.images[0].scene, item.images[3].scene
-        np.testing.assert_allclose(np.concatenate([pocket.coords, ligand.coords]), both.coords, atol=1e-9)
+        for part, mask in ((pocket, ~both.is_ligand), (ligand, both.is_ligand)):
+            shift = part.coords - both.coords[mask]
+            np.testing.assert_allclose(shift, np.broadcast_to(shift[0], shift.shape), atol=1e-9)
+            np.testing.assert_allclose(part.centroid[:2], [0, 0], atol=1e-9)
 
 
 def test_residue_ligand_answers_equal_the_engine(cx):
@@ -247,4 +251,7 @@ def test_interaction_location_answer_centres_the_bond(cx):
         assert min(mean_pixel_difference(a, b) for i, a in enumerate(states) for b in states[i + 1:]) >= 8
         vals = [tuple(c.value for c in parse_commands(t)) for t in texts]
         assert all(max(abs(a[0] - b[0]), abs(a[1] - b[1])) >= 2 for i, a in enumerate(vals) for b in vals[i + 1:])
+        # a 2 x 2 grid: every x value and every y value appears in exactly two options
+        assert sorted(Counter(v[0] for v in vals).values()) == [2, 2]
+        assert sorted(Counter(v[1] for v in vals).values()) == [2, 2]
         assert not math.isnan(c[2])

@@ -481,16 +481,18 @@ def prepare_out(out: Path, cfg: Config) -> None:
         if old != cfg.to_json():
             diff = sorted(k for k in set(old) | set(cfg.to_json()) if old.get(k) != cfg.to_json().get(k))
             raise GenerateError(f"--out {out} holds another generation (differs in {', '.join(diff)}); use another --out")
-    elif out.is_dir() and any(out.iterdir()):
+    elif out.is_dir() and any(not p.name.startswith(".generation.") for p in out.iterdir()):
         raise GenerateError(f"--out {out} is not empty and holds no generation.json; use another --out")
-    (out / "items").mkdir(parents=True, exist_ok=True)
-    (out / "shards").mkdir(exist_ok=True)
     if not gen.is_file():
+        # generation.json first: a shard starting at the same moment then finds a generation, not a stray folder
+        out.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".generation.", suffix=".tmp", dir=out)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(cfg.to_json(), fh, indent=2)
             fh.write("\n")
         os.replace(tmp, gen)
+    (out / "items").mkdir(exist_ok=True)
+    (out / "shards").mkdir(exist_ok=True)
 
 
 # ----------------------------------------------------------------------------- run

@@ -20,11 +20,12 @@ Decisions of our own for these tasks (**(ours)**):
   10–30 Å: the smallest distance at which no displaced ligand atom is drawn within
   :data:`DOCK_CLEARANCE_PX` (+ its ball radius) of a pocket atom in the front view at
   512 px, plus 0–2 Å at random (a complex that needs more than 30 Å is not used); then it is
-  rolled about its own centroid by a sampled rotation. All seven images share one camera:
-  the one that frames the pocket and the displaced ligand together (centre = their
-  centroid, distance = fit of both), and the left/top views turn about that centre; so
-  image k + 3 (ligand alone) lies exactly where the ligand is in the same view of the
-  whole scene, and image 7 is images 1 and 4 drawn together.
+  rolled about its own centroid by a sampled rotation. All seven images look along the same
+  directions (front, left, top as for any scene), but each part is framed by itself: the
+  pocket alone and the displaced ligand alone are centred on their own centroid and fit to
+  the image (so a small ligand is drawn large enough to read its shape and atom names), and
+  the image of both together is framed to fit both. The answer does not depend on framing:
+  moves are in Å and rolls turn about the ligand's own centroid.
 """
 from __future__ import annotations
 
@@ -71,6 +72,15 @@ def views(cx: Complex, names=THREE_VIEWS, residues=None) -> list[Scene]:
 
 def view_images(scenes: list[Scene], names, prefix: str = "", caption_prefix: str = "") -> list[ImageSpec]:
     return [ImageSpec(f"{prefix}{v}", s, f"{caption_prefix}{VIEW_CAPTIONS[v]}") for v, s in zip(names, scenes)]
+
+
+def framed(scene: Scene, view: str = "front") -> Scene:
+    """A front-oriented scene (or part of one) centred on its own centroid and fit to the view.
+
+    Front-oriented coordinates differ from the entry's coordinates by a translation only, so
+    this frames a part exactly as :func:`scene_from_complex` frames a complex.
+    """
+    return scene.with_coords(initial_view(scene.coords, view))
 
 
 def _base(task: str, cx: Complex, images, answer, params, prompt_params, **kw) -> ItemSpec:
@@ -251,15 +261,12 @@ def docking(cx: Complex, rng: np.random.Generator) -> ItemSpec:
     coords = _displaced(front, shift, roll)
     center, cam_dist = _combined_frame(coords)
     displaced = front.with_coords(coords)
-
-    def shot(view: str) -> Scene:
-        return displaced.with_coords(initial_view(coords, view, center=center, distance=cam_dist))
-
-    both = shot("front")
+    both = displaced.with_coords(initial_view(coords, "front", center=center, distance=cam_dist))
     docked = front.with_coords(initial_view(front.coords, "front", center=center, distance=cam_dist))
-    images = ([ImageSpec(f"pocket_{v}", shot(v).subset(~lig), f"pocket alone, {v} view") for v in THREE_VIEWS]
-              + [ImageSpec(f"ligand_{v}", shot(v).subset(lig), f"displaced ligand alone, {v} view (same camera)")
-                 for v in THREE_VIEWS]
+    pocket = displaced.subset(~lig)
+    ligand = displaced.subset(lig)
+    images = ([ImageSpec(f"pocket_{v}", framed(pocket, v), f"pocket alone, {v} view") for v in THREE_VIEWS]
+              + [ImageSpec(f"ligand_{v}", framed(ligand, v), f"displaced ligand alone, {v} view") for v in THREE_VIEWS]
               + [ImageSpec("both_front", both, "pocket and displaced ligand together, front view")])
     answer_cmds = [Command("roll", roll.axis, -roll.value), Command("move", "x", -shift)]
     answer = format_commands(answer_cmds)

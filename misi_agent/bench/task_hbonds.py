@@ -18,8 +18,10 @@ Decisions of our own (**(ours)**):
   the image centre. In the front view's coordinates (camera on the z axis) ``move x −cx,
   move y −cy`` puts the centroid (cx, cy, cz) on that axis exactly, whatever its depth, so
   perspective does not matter; the answer rounds −cx and −cy to whole Å (half up). Decoys
-  flip the sign of one or both components or change one or both magnitudes by 2–4 Å; all
-  four options differ by at least 2 Å in some component and render visibly differently.
+  perturb signs and magnitudes: x' is −x or x with its magnitude changed by 2–4 Å, y' the
+  same for y, and the options are (x, y), (x', y), (x, y'), (x', y') — a 2 × 2 grid, so the
+  truth is not the option that shares most with the others (a text-only tell). All four
+  options differ by at least 2 Å in some component and render visibly differently.
 * T9: every H-bond, sorted by chain, residue number, insertion code, residue atom and ligand
   atom; complexes without an H-bond are not used (OURS["empty_truth"]).
 """
@@ -134,31 +136,31 @@ def location_text(dx: int, dy: int) -> str:
     return f"move x {dx}, move y {dy}"
 
 
-def _location_decoy(t: tuple[int, int], scheme: str, rng: np.random.Generator) -> tuple[int, int]:
-    x, y = t
-
-    def mag(v: int) -> int:
-        step = int(rng.integers(2, 5))
-        if v == 0:
-            return int(rng.choice([-1, 1])) * step
-        sign = 1 if v > 0 else -1
-        new = abs(v) + step if abs(v) < step + 1 or rng.random() < 0.5 else abs(v) - step
-        return sign * new
-
-    if scheme == "flip_x":
-        return -x, y
-    if scheme == "flip_y":
-        return x, -y
-    if scheme == "flip_both":
-        return -x, -y
-    if scheme == "magnitude_x":
-        return mag(x), y
-    if scheme == "magnitude_y":
-        return x, mag(y)
-    return mag(x), mag(y)
+def perturb_component(v: int, rng: np.random.Generator) -> tuple[int, str]:
+    """Another value for one component: its sign flipped (when that moves it by at least
+    :data:`T8_MIN_GAP`) or its magnitude changed by 2–4 Å (sign kept; from 0, either sign)."""
+    if abs(2 * v) >= T8_MIN_GAP and rng.random() < 0.5:
+        return -v, "flip"
+    step = int(rng.integers(T8_MIN_GAP, 5))
+    if v == 0:
+        return int(rng.choice([-1, 1])) * step, "magnitude"
+    sign = 1 if v > 0 else -1
+    grow = abs(v) - step < 1 or rng.random() < 0.5
+    return sign * (abs(v) + step if grow else abs(v) - step), "magnitude"
 
 
-LOCATION_SCHEMES = ("flip_x", "flip_y", "flip_both", "magnitude_x", "magnitude_y", "magnitude_both")
+def location_options(truth: tuple[int, int], rng: np.random.Generator) -> tuple[list[tuple[int, int]], list[str]]:
+    """The three decoys of an interaction-location item and their schemes.
+
+    One perturbed value per component, x' and y' (:func:`perturb_component`), and the decoys
+    (x', y), (x, y'), (x', y'): the four options are the corners of a 2 × 2 grid, so every
+    option shares each of its components with exactly one other and the truth does not stand
+    out as the option that resembles the others most.
+    """
+    (x, y) = truth
+    x2, sx = perturb_component(x, rng)
+    y2, sy = perturb_component(y, rng)
+    return [(x2, y), (x, y2), (x2, y2)], [f"{sx}_x", f"{sy}_y", f"{sx}_x+{sy}_y"]
 
 
 def interaction_location(cx: Complex, rng: np.random.Generator, hbonds: list | None = None) -> ItemSpec:
@@ -175,8 +177,7 @@ def interaction_location(cx: Complex, rng: np.random.Generator, hbonds: list | N
         raise NotApplicable(f"{cx.pdb_id}: H-bond atom indices do not match the scene")  # defensive; never seen
     truth = location_answer(front.coords, pi, li)
     for _ in range(MAX_TRIES):
-        schemes = [str(s) for s in rng.choice(LOCATION_SCHEMES, size=3, replace=False)]
-        decoys = [_location_decoy(truth, s, rng) for s in schemes]
+        decoys, schemes = location_options(truth, rng)
         opts = [truth] + decoys
         if any(max(abs(a[0] - b[0]), abs(a[1] - b[1])) < T8_MIN_GAP for i, a in enumerate(opts) for b in opts[i + 1:]):
             continue
