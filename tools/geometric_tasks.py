@@ -1,0 +1,427 @@
+"""Solvers of the geometric MiSI-Bench tasks when the complex's 3D structure is known.
+
+Each solver takes what a test taker has: the question's images in the task's order (paths,
+PIL images or arrays), the loaded :class:`~misi_agent.structure.Complex` of the entry the
+question names and, where the task has them, the named bond and the option texts. It never
+sees a question's answer or generation metadata. Each returns a
+:class:`~misi_agent.tools.spatial_records.SpatialAnswer`: the exact answer string, the best
+hypothesis's score, the runner-up and the margin, the registration residual and whether it
+is sure.
+
+Method (analysis by synthesis, :mod:`misi_agent.tools.command_search`): register the
+structure to the initial front view (:func:`misi_agent.tools.registration.register`), then
+predict every candidate answer's image (the registered scene moved by the candidate's
+commands, through the registered camera) and score it against the image that shows the
+result. Image order per task (:mod:`misi_agent.bench.tasks`):
+
+=====================  ==============================================================
+translation, rotation,  1-3 initial front/left/top, 4 front after the operation
+zooming
+translation_rotation   1-3 reference front/left/top, 4 reference after f2(f1), 5-7 target
+                       front/left/top, 8-11 options A-D
+rotation_rotation      1-3 front/left/top, 4 after r1, r2, 5-8 options A-D
+docking                1-3 pocket alone front/left/top, 4-6 displaced ligand alone
+                       front/left/top (same camera), 7 both together (front)
+interaction_location   1-6 front/left/top/back/right/bottom
+=====================  ==============================================================
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from misi_agent.bench import tasks as T
+from misi_agent.camera import VIEW_COMMANDS, CommandError, Command, NEAR, format_commands, parse_commands, rotation_matrix
+from misi_agent.errors import MisiError
+from misi_agent.scene import Scene, scene_from_complex
+from misi_agent.structure import Complex
+from misi_agent.tools.command_search import REFINE_TOP, Ranking, move_roll_pairs, moves, rank, roll_pairs, rolls, score_candidates
+from misi_agent.tools.registration import (
+    ScenePoints,
+    ViewCamera,
+    backward_samples,
+    fit_quality,
+    image_analysis,
+    match_cost,
+    refine_shift,
+    register,
+    scene_points,
+    moment_shift,
+    unexplained,
+)
+from misi_agent.tools.spatial_records import Candidate, Registration, SpatialAnswer
+
+SURE_MARGIN_PX = 0.15  # a runner-up this much worse (chamfer px at 512) leaves the answer clear
+SURE_MARGIN_A = 0.75  # interaction location: Å between the best and the next option's distance
+JOINT_TOP = 5  # multiple choice: the best few inferred command pairs tried against every option
+DOCK_S_SPAN = 3  # docking: whole-Å shifts tried either side of the measured one
+DOCK_TOP_ROLLS = 6  # docking: rolls refined on the ligand views and tried with every shift
+
+
+class SpatialTaskError(MisiError):
+    """A solver given the wrong number of images, an unknown atom or unreadable options (one line)."""
+
+
+# ----------------------------------------------------------------------------- shared steps
+
+
+def _check_images(images: Sequence[Any], task: str) -> list[Any]:
+    n = T.task_info(task).n_images
+    images = list(images)
+    if len(images) != n:
+        raise SpatialTaskError(f"{task} takes {n} images in the task's order, got {len(images)}")
+    return images
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A complex registered to its front view: scene, points, registration record and camera."""
+
+    scene: Scene
+    points: ScenePoints
+    record: Registration
+    camera: ViewCamera
+
+
+def register_front(cx: Complex, image: Any) -> Registered:
+    """Register the complex's canonical front view to an image of it."""
+    scene = scene_from_complex(cx, "front")
+    sp = scene_points(scene)
+    rec, cam = register(scene, image, points=sp)
+    return Registered(scene, sp, rec, cam)
+
+
+def _scale(image_an) -> float:
+    return image_an.width / 512.0
+
+
+def _result_fit(an, sp: ScenePoints, cam: ViewCamera) -> dict[str, float]:
+    q = fit_quality(an, sp, cam)
+    return {"matched": q["matched"], "explained": q["explained"], "chamfer": q["chamfer"],
+            "ok": q["matched"] >= 0.3 and q["explained"] >= 0.3}
+
+
+def _answer(task: str, ranking: Ranking, registrations: Sequence[Registration], result_fits: Sequence[dict],
+            details: dict, notes: list[str], sure_margin: float, answer: str | None = None) -> SpatialAnswer:
+    best, runner = ranking.best, ranking.runner_up
+    margin = ranking.margin
+    reg_ok = all(r.ok for r in registrations)
+    fit_ok = all(f["ok"] for f in result_fits)
+    if not reg_ok:
+        notes.append("the structure does not fit the initial image (wrong PDB ID or ligand?): answer unsure")
+    if not fit_ok:
+        notes.append("the best prediction does not fit the result image well: answer unsure")
+    if margin is not None and margin < sure_margin:
+        notes.append(f"the runner-up is close (margin {margin:.2f}): answer unsure")
+    confident = reg_ok and fit_ok and (margin is None or margin >= sure_margin)
+    residual = max((r.residual_px for r in registrations), default=None)
+    details = dict(details)
+    details["registrations"] = [r.to_dict() for r in registrations]
+    details["result_fit"] = [{k: (round(v, 3) if isinstance(v, float) else v) for k, v in f.items()} for f in result_fits]
+    return SpatialAnswer(task, answer if answer is not None else ranking.answers[best], float(ranking.costs[best]),
+                         None if runner is None else ranking.answers[runner],
+                         None if runner is None else float(ranking.costs[runner]), margin, residual, confident,
+                         tuple(notes), ranking.top(), details)
+
+
+def _unit(task: str, images: Sequence[Any], cx: Complex, candidates: list[list[Command]]) -> SpatialAnswer:
+    images = _check_images(images, task)
+    reg = register_front(cx, images[0])
+    an = image_analysis(images[3], reg.points.names)
+    costs = score_candidates(an, reg.points, reg.camera, candidates)
+    ranking = rank(candidates, costs)
+    best = candidates[ranking.best]
+    fit = _result_fit(an, reg.points.moved(best), reg.camera)
+    return _answer(task, ranking, [reg.record], [fit], {"candidates": len(candidates)}, [], SURE_MARGIN_PX * _scale(an))
+
+
+# ----------------------------------------------------------------------------- unit tasks
+
+
+def solve_translation(images: Sequence[Any], cx: Complex) -> SpatialAnswer:
+    """T1: the move (x or y, whole Å, −4..4, not 0) that takes image 1 to image 4.
+
+    Registers the structure to image 1, predicts image 4 for each of the 16 candidate moves
+    and returns the best (``move x 3``) with its chamfer score, the runner-up and the margin.
+    """
+    return _unit(T.TRANSLATION, images, cx, [[m] for m in moves(T.TRANSLATION_GRID)])
+
+
+def solve_rotation(images: Sequence[Any], cx: Complex) -> SpatialAnswer:
+    """T2: the roll (x, y or z; multiple of 15° in −90..90, not 0) that takes image 1 to image 4."""
+    return _unit(T.ROTATION, images, cx, [[r] for r in rolls(T.ROTATION_GRID)])
+
+
+def solve_zoom(images: Sequence[Any], cx: Complex) -> SpatialAnswer:
+    """T3: how far (``move z d``, whole Å, 40..60) the scene came toward the camera.
+
+    The registered depth of image 1 and the perspective of image 4 fix d: every candidate
+    predicts where each atom lands after the move and the one whose atoms land on image 4's
+    atoms wins (1 Å changes the scale by several per cent at these distances).
+    """
+    return _unit(T.ZOOMING, images, cx, [[Command("move", "z", v)] for v in T.ZOOM_GRID.values()])
+
+
+# ----------------------------------------------------------------------------- multiple choice
+
+
+def _choose_option(task: str, ref: Registered, pairs: list, ref_costs: np.ndarray, target: Registered,
+                   option_images: Sequence[Any], repeat: int, notes: list[str], extra_regs: list[Registration]) -> SpatialAnswer:
+    """Pick the option image that the inferred command pair explains best.
+
+    The best :data:`JOINT_TOP` pairs from the reference are applied to the target's state
+    (``repeat`` times: T6 applies the pair again to the after-image's state) and scored
+    against every option; an option's cost is the lowest reference + option cost over those
+    pairs, so a near tie in the reference is settled by the options.
+    """
+    ref_rank = rank(pairs, ref_costs)
+    order = [int(i) for i in ref_rank.order[:JOINT_TOP] if np.isfinite(ref_costs[int(i)])]
+    letters = list(T.CHOICE_LETTERS)
+    ans = [image_analysis(im, target.points.names) for im in option_images]
+    table = np.full((len(letters), len(order)), np.inf)
+    for j, pi in enumerate(order):
+        cmds = list(pairs[pi]) * repeat
+        moved = target.points.moved(cmds)
+        for k, an in enumerate(ans):
+            table[k, j] = match_cost(an, moved, target.camera).cost
+    joint = table + ref_costs[order][None, :]
+    option_costs = joint.min(axis=1)
+    ranking = rank(letters, option_costs)
+    k_best = ranking.best
+    j_best = int(np.argmin(joint[k_best]))
+    inferred = format_commands(list(pairs[order[j_best]]))
+    fit = _result_fit(ans[k_best], target.points.moved(list(pairs[order[j_best]]) * repeat), target.camera)
+    ref_fit_an = None
+    details = {"inferred_commands": inferred, "reference_top": [c.to_dict() for c in ref_rank.top()],
+               "option_costs": {L: float(c) for L, c in zip(letters, table[:, j_best])},
+               "option_joint_costs": {L: float(c) for L, c in zip(letters, option_costs)}}
+    del ref_fit_an
+    sure = SURE_MARGIN_PX * _scale(ans[0])
+    return _answer(task, ranking, [ref.record] + extra_regs, [fit], details, notes, sure)
+
+
+def solve_translation_rotation(images: Sequence[Any], cx: Complex, target: Complex) -> SpatialAnswer:
+    """T5: infer f1 (move) and f2 (roll) from the reference (images 1 and 4), apply them to the
+    target (image 5) and return the option (images 8-11) that matches: a letter A-D.
+
+    ``cx`` is the reference complex, ``target`` the target complex (the second PDB ID).
+    """
+    images = _check_images(images, T.TRANSLATION_ROTATION)
+    ref = register_front(cx, images[0])
+    pairs = move_roll_pairs()
+    an = image_analysis(images[3], ref.points.names)
+    costs = score_candidates(an, ref.points, ref.camera, pairs, refine_top=REFINE_TOP)
+    tgt = register_front(target, images[4])
+    return _choose_option(T.TRANSLATION_ROTATION, ref, pairs, costs, tgt, images[7:11], 1, [], [tgt.record])
+
+
+def solve_rotation_rotation(images: Sequence[Any], cx: Complex) -> SpatialAnswer:
+    """T6: infer the two rolls (different axes) from images 1 → 4, apply them again to image 4's
+    state and return the option (images 5-8) that matches: a letter A-D."""
+    images = _check_images(images, T.ROTATION_ROTATION)
+    ref = register_front(cx, images[0])
+    pairs = roll_pairs(T.ROTROT_GRID)
+    an = image_analysis(images[3], ref.points.names)
+    costs = score_candidates(an, ref.points, ref.camera, pairs, refine_top=REFINE_TOP)
+    # the options show the state of image 4 moved again by the pair: the front state moved twice
+    return _choose_option(T.ROTATION_ROTATION, ref, pairs, costs, ref, images[4:8], 2, [], [])
+
+
+# ----------------------------------------------------------------------------- docking
+
+
+def _view_points(sp: ScenePoints, view: str) -> ScenePoints:
+    """The points turned into a canonical view about their own centroid (the camera shift absorbs the centre)."""
+    return sp.moved(list(VIEW_COMMANDS[view]))
+
+
+def _register_free(sp: ScenePoints, image: Any) -> tuple[Registration, ViewCamera, Any]:
+    """Register points whose framing is unknown (moment start, then ICP); returns record, camera, analysis."""
+    an = image_analysis(image, sp.names)
+    cam0 = ViewCamera(an.width, an.height)
+    start = cam0.with_shift(moment_shift(an, sp, cam0))
+    cam = refine_shift(an, sp, start)
+    q = fit_quality(an, sp, cam)
+    ok = q["matched"] >= 0.3 and q["explained"] >= 0.3
+    rec = Registration(an.width, an.height, cam.fov_deg, tuple(float(v) for v in cam.shift), q["residual"], q["chamfer"],
+                       q["matched"], q["explained"], q["tol"], bool(ok), q["n_in_image"], (),
+                       () if ok else ("poor fit: the structure may not be what the image shows",))
+    return rec, cam, an
+
+
+def solve_docking(images: Sequence[Any], cx: Complex) -> SpatialAnswer:
+    """T7: the roll about the ligand's own centre and the move along x that put the displaced
+    ligand back into its pocket (``roll a θ, move x d``).
+
+    The displaced ligand is the bound ligand turned about its centre by R and moved by s
+    along x. R is read from the ligand-alone images (4-6, each framed on the ligand itself):
+    every roll of the grid predicts the ligand's shape in the three views (centred, its depth
+    from the spread of its pixels, then refined by ICP for the best few) and is scored
+    against them. s is read from the image of both together (7): the pocket's known shape
+    fixes that image's camera, the ligand's unexplained pixels give a first s, and every
+    whole-Å s near it (with the best rolls) is scored on the whole scene. The answer undoes
+    the best (R, s): ``roll a −θ, move x −s``. The pocket-alone front view (1) is registered
+    too, to check that the structure is the one shown.
+    """
+    images = _check_images(images, T.DOCKING)
+    front = scene_from_complex(cx, "front")
+    lig = front.is_ligand
+    pocket_sp = scene_points(front.subset(~lig))
+    ligand_sp = scene_points(front.subset(lig))
+    views = list(T.VIEWS3)
+    pocket_rec, _, _ = _register_free(pocket_sp, images[0])
+    # --- R from the ligand-alone views
+    lig_ans = [image_analysis(im, ligand_sp.names) for im in images[3:6]]
+    samples = [backward_samples(an, ligand_sp.names) for an in lig_ans]
+    rolls_ = rolls(T.DOCKING_ROLL_GRID)
+    coarse = np.zeros(len(rolls_))
+    for i, r in enumerate(rolls_):
+        turned = ligand_sp.moved([r])
+        for v, an, smp in zip(views, lig_ans, samples):
+            pts = turned.moved(list(VIEW_COMMANDS[v]))
+            coarse[i] += match_cost(an, pts, _centred_camera(an, pts), samples=smp).cost / len(views)
+    top_r = [int(i) for i in np.argsort(coarse, kind="stable")[:DOCK_TOP_ROLLS]]
+    fine = {}
+    for i in top_r:
+        turned = ligand_sp.moved([rolls_[i]])
+        total = 0.0
+        for v, an, smp in zip(views, lig_ans, samples):
+            pts = turned.moved(list(VIEW_COMMANDS[v]))
+            cam = refine_shift(an, pts, _centred_camera(an, pts), taus=(8.0, 4.0), steps=4)
+            total += match_cost(an, pts, cam, samples=smp).cost / len(views)
+        fine[i] = total
+    # --- s from the image of both together: the pocket fixes the camera, the rest of the pixels is the ligand
+    both_sp = scene_points(front)
+    both_rec, cam7, an7 = _register_free(pocket_sp, images[6])
+    rest = unexplained(an7, pocket_sp, cam7)
+    s_values = [float(v) for v in T.DOCKING_SHIFT_GRID.values()]
+    smp7 = backward_samples(rest, ligand_sp.names)
+    hyps, costs = [], []
+    for i in top_r:
+        turned = ligand_sp.moved([rolls_[i]])
+        for s_ in s_values:
+            c7 = match_cost(rest, turned.moved([Command("move", "x", s_)]), cam7, samples=smp7).cost
+            hyps.append((rolls_[i], s_))
+            costs.append(fine[i] + c7)
+    costs = np.array(costs)
+
+    def answer_of(h) -> str:
+        r, s_ = h
+        return format_commands([Command("roll", r.axis, -r.value), Command("move", "x", -float(s_))])
+
+    ranking = rank(hyps, costs, answer_of=answer_of, text_of=answer_of)
+    r, s_ = hyps[ranking.best]
+    fit = _result_fit(an7, _move_ligand(both_sp, front, [r, Command("move", "x", s_)]), cam7)
+    details = {"displacement": format_commands([Command("move", "x", float(s_)), r]),
+               "ligand_view_costs": {format_commands([rolls_[i]]): round(float(fine[i]), 3) for i in top_r}}
+    return _answer(T.DOCKING, ranking, [pocket_rec, both_rec], [fit], details, [], SURE_MARGIN_PX * _scale(an7))
+
+
+def _centred_camera(an, sp: ScenePoints) -> ViewCamera:
+    """A camera looking at the points' centroid on the axis, at the depth where their spread matches the image's."""
+    cam = ViewCamera(an.width, an.height)
+    c = sp.center
+    pix = np.concatenate([p for n, p in an.ridge.items() if n in sp.names and len(p)] or [np.zeros((0, 2))])
+    d_ref = 50.0
+    ref = cam.with_shift((-c[0], -c[1], -c[2] - d_ref))
+    uv, depth = ref.project(sp.points)
+    ok = (depth > NEAR) & np.isfinite(uv).all(axis=1)
+    if len(pix) < 5 or ok.sum() < 3:
+        return ref
+    spread_img = np.sqrt(((pix - pix.mean(0)) ** 2).sum(1).mean())
+    spread_pred = np.sqrt(((uv[ok] - uv[ok].mean(0)) ** 2).sum(1).mean())
+    d = d_ref * spread_pred / max(spread_img, 1e-6)
+    return cam.with_shift((-c[0], -c[1], -c[2] - d))
+
+
+def _move_ligand(sp: ScenePoints, scene: Scene, commands) -> ScenePoints:
+    """The whole scene's points with only the ligand's points moved (rolls about the ligand's centroid)."""
+    from misi_agent.camera import compose_rigid
+
+    lig_atoms = np.asarray(scene.is_ligand, bool)
+    center = scene.coords[lig_atoms].mean(axis=0)
+    R, t = compose_rigid(commands, center)
+    is_lig_pt = _ligand_point_mask(sp, scene)
+    pts = sp.points.copy()
+    pts[is_lig_pt] = pts[is_lig_pt] @ R.T + t
+    from dataclasses import replace
+
+    return replace(sp, points=pts)
+
+
+def _ligand_point_mask(sp: ScenePoints, scene: Scene) -> np.ndarray:
+    """Which of a whole scene's points belong to the ligand (its atoms and its bonds' samples)."""
+    n_atoms = len(scene)
+    lig = np.asarray(scene.is_ligand, bool)
+    bonds = np.asarray(scene.bonds, int).reshape(-1, 2)
+    bond_lig = lig[bonds[:, 0]] & lig[bonds[:, 1]] if len(bonds) else np.zeros(0, bool)
+    n_rep = (len(sp.points) - n_atoms) // max(1, len(bonds)) if len(bonds) else 0
+    return np.concatenate([lig] + [bond_lig] * n_rep)
+
+
+# ----------------------------------------------------------------------------- interaction location
+
+
+def bond_atoms(cx: Complex, bond: Mapping[str, Any]) -> tuple[int, int]:
+    """Scene indices (pocket first, then ligand) of the bond's residue atom and ligand atom."""
+    p = cx.pocket
+    number = str(bond.get("residue_number", "")).strip()
+    num, ins = (number[:-1], number[-1]) if number and number[-1].isalpha() else (number, "")
+    try:
+        num_i = int(num)
+    except ValueError:
+        raise SpatialTaskError(f"residue number {number!r} is not a number") from None
+    mask = (p.chain_id == str(bond.get("chain", ""))) & (p.res_id == num_i) & (p.ins_code == ins.upper()) \
+        & (p.atom_name == str(bond.get("residue_atom", "")).upper())
+    if bond.get("residue_name"):
+        mask &= p.res_name == str(bond["residue_name"]).upper()
+    hits = np.flatnonzero(mask)
+    if not len(hits):
+        raise SpatialTaskError(f"no pocket atom {bond.get('residue_name', '')} {number} {bond.get('residue_atom')} "
+                               f"on chain {bond.get('chain')} in {cx.pdb_id.upper()}")
+    lig = np.flatnonzero(cx.ligand.atom_name == str(bond.get("ligand_atom", "")).upper())
+    if not len(lig):
+        raise SpatialTaskError(f"the ligand {cx.ligand_code} of {cx.pdb_id.upper()} has no atom {bond.get('ligand_atom')!r}")
+    return int(hits[0]), cx.pocket.array_length() + int(lig[0])
+
+
+def _net_xy(text: str) -> tuple[float, float]:
+    try:
+        cmds = parse_commands(text)
+    except CommandError as exc:
+        raise SpatialTaskError(f"option {text!r}: {exc}") from None
+    x = sum(c.value for c in cmds if c.op == "move" and c.axis == "x")
+    y = sum(c.value for c in cmds if c.op == "move" and c.axis == "y")
+    return float(x), float(y)
+
+
+def locate_interaction(images: Sequence[Any], cx: Complex, bond: Mapping[str, Any],
+                       options: Mapping[str, str]) -> SpatialAnswer:
+    """T8: the option whose move brings the named H-bond's midpoint onto the line of sight through
+    the centre of the front view (image 1).
+
+    The midpoint of the two atoms is taken in the front view's coordinates, with the camera
+    registered to image 1 (so an image framed differently from the benchmark still gives the
+    right move); the needed move is ``move x −cx, move y −cy``. Options are compared by their
+    net x and y moves; the score is the distance (Å) between an option's move and the needed
+    one.
+    """
+    images = _check_images(images, T.INTERACTION_LOCATION)
+    letters = [L for L in T.CHOICE_LETTERS if L in options]
+    if len(letters) != len(T.CHOICE_LETTERS):
+        raise SpatialTaskError("interaction location needs the four options A-D")
+    reg = register_front(cx, images[0])
+    i, j = bond_atoms(cx, bond)
+    mid = (reg.scene.coords[i] + reg.scene.coords[j]) / 2.0 + np.asarray(reg.camera.shift, float)
+    need = (-float(mid[0]), -float(mid[1]))
+    moves_ = [_net_xy(options[L]) for L in letters]
+    dist = np.array([np.hypot(x - need[0], y - need[1]) for x, y in moves_])
+    ranking = rank(letters, dist)
+    details = {"bond_midpoint_front": [round(float(v), 3) for v in mid], "needed_move": f"move x {need[0]:.2f}, move y {need[1]:.2f}",
+               "option_moves": {L: list(m) for L, m in zip(letters, moves_)}}
+    fit = {"matched": reg.record.matched, "explained": reg.record.explained, "chamfer": reg.record.chamfer_px,
+           "ok": reg.record.ok}
+    return _answer(T.INTERACTION_LOCATION, ranking, [reg.record], [fit], details, [], SURE_MARGIN_A)

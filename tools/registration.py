@@ -1,0 +1,459 @@
+"""Register a structure to an image: the camera that maps the scene's atoms onto what the image shows.
+
+The structure is known (the entry the question names, as a :class:`~misi_agent.scene.Scene`
+in the view the image is said to show); the image is only pixels. Registration estimates
+the camera from the pixels, never from a renderer's settings, assuming only the
+benchmark's conventions: a pinhole camera looking down −z with a 30° horizontal field of
+view (the prior), the image centre on the optical axis, the scene in the named canonical
+view. What is unknown is where the scene sits in front of that camera: a shift
+``(tx, ty, tz)`` in Å added to the view coordinates (``tz`` sets the apparent scale, ``tx``,
+``ty`` the position), which is 0 when the image follows the benchmark's framing exactly.
+
+Matching is between *point sets per colour class*: the scene gives every atom and points
+along every half-bond (a half-bond is drawn in its atom's colour), the image gives the
+centre lines of every colour class (:func:`misi_agent.tools.atom_detection.analyse_image`).
+Two directions are scored, each truncated at τ pixels so that occluded atoms and
+unexplained pixels cost a bounded amount:
+
+* forward: every predicted point in the image → the nearest centre-line pixel of its class;
+* backward: every centre-line pixel (sampled) → the nearest predicted point of its class.
+
+The symmetric truncated chamfer cost (mean of both, px) is the score every spatial tool
+uses; registration minimises it over the shift by ICP (Gauss–Newton on the shift with
+nearest-neighbour correspondences in both directions, τ shrinking from coarse to fine),
+starting from the benchmark's framing and, if that fits badly, from the image's moments.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from misi_agent.camera import FOV_DEG, NEAR, compose_rigid
+from misi_agent.scene import Scene
+from misi_agent.tools.atom_detection import DEFAULT_CLASSES, ImageAnalysis, analyse_image, as_rgb, find_balls
+from misi_agent.tools.spatial_records import Correspondence, Registration
+
+HALF_BOND_SAMPLES = (0.2, 0.4)  # fractions along a bond from each atom where points of its colour are placed
+TAU_PX = 10.0  # truncation of the chamfer terms at 512 px (scaled with the image width)
+ICP_TAUS = (24.0, 12.0, 6.0, 4.0)  # correspondence cut-offs (px at 512) for the coarse-to-fine ICP
+ICP_STEPS = 6  # Gauss–Newton steps per cut-off
+MAX_BACKWARD = 2500  # centre-line samples per image for the backward term
+MATCH_TOL_PX = 3.0  # px at 512: an atom is matched when a pixel of its class lies this close
+OK_MATCHED = 0.3  # registration is trusted when at least this share of atoms is matched ...
+OK_EXPLAINED = 0.3  # ... and at least this share of the class centre lines is explained
+# (right structures: 0.5-0.75 matched, 0.45-1.0 explained; another entry's: about 0.1 and 0.15)
+EXTRA_CLASSES = ("BR", "I")  # analysed only when the scene holds them (Br is close to O in colour)
+
+
+# ----------------------------------------------------------------------------- scene points
+
+
+@dataclass(frozen=True)
+class ScenePoints:
+    """What a scene should show, as points: every atom plus samples along every half-bond.
+
+    ``points`` are view coordinates (Å); ``cls`` indexes ``names`` (colour classes);
+    ``atom`` is the scene atom index of atom points and −1 for bond samples; ``center`` is the
+    centroid of the atoms (the centre of rotation of the command language).
+    """
+
+    points: np.ndarray
+    cls: np.ndarray
+    names: tuple[str, ...]
+    atom: np.ndarray
+    center: np.ndarray
+
+    def moved(self, commands) -> "ScenePoints":
+        """The same points after commands (rolls about the atoms' centroid, which moves with them)."""
+        if not commands:
+            return self
+        R, t = compose_rigid(commands, self.center)
+        return replace(self, points=self.points @ R.T + t, center=R @ self.center + t)
+
+    def transformed(self, R: np.ndarray, t: np.ndarray) -> "ScenePoints":
+        return replace(self, points=self.points @ R.T + t, center=R @ self.center + t)
+
+    def subset(self, mask: np.ndarray) -> "ScenePoints":
+        mask = np.asarray(mask, bool)
+        return replace(self, points=self.points[mask], cls=self.cls[mask], atom=self.atom[mask])
+
+    @property
+    def is_atom(self) -> np.ndarray:
+        return self.atom >= 0
+
+
+def scene_points(scene: Scene, samples: Sequence[float] = HALF_BOND_SAMPLES) -> ScenePoints:
+    """Atoms and half-bond samples of ``scene`` with their colour classes."""
+    classes = scene.color_classes()
+    names = tuple(dict.fromkeys(classes))
+    cidx = np.array([names.index(c) for c in classes], int)
+    coords = np.asarray(scene.coords, float)
+    pts, cls, atom = [coords], [cidx], [np.arange(len(coords))]
+    bonds = np.asarray(scene.bonds, int).reshape(-1, 2)
+    if len(bonds):
+        a, b = bonds[:, 0], bonds[:, 1]
+        for t in samples:
+            pts += [(1 - t) * coords[a] + t * coords[b], t * coords[a] + (1 - t) * coords[b]]
+            cls += [cidx[a], cidx[b]]
+            atom += [np.full(len(a), -1), np.full(len(b), -1)]
+    return ScenePoints(np.concatenate(pts), np.concatenate(cls), names, np.concatenate(atom),
+                       coords.mean(axis=0) if len(coords) else np.zeros(3))
+
+
+# ----------------------------------------------------------------------------- camera
+
+
+@dataclass(frozen=True)
+class ViewCamera:
+    """The benchmark's pinhole camera with the scene shifted by ``shift`` Å (camera = view + shift)."""
+
+    width: int
+    height: int
+    fov_deg: float = FOV_DEG
+    shift: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    @property
+    def focal(self) -> float:
+        return (self.width / 2.0) / math.tan(math.radians(self.fov_deg) / 2.0)
+
+    def with_shift(self, shift) -> "ViewCamera":
+        return replace(self, shift=tuple(float(v) for v in shift))
+
+    def project(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pixel positions (x right, y down) and depths of view-coordinate points."""
+        p = np.asarray(points, float) + np.asarray(self.shift, float)
+        depth = -p[:, 2]
+        safe = np.where(depth > 1e-6, depth, np.nan)
+        f = self.focal
+        uv = np.stack([self.width / 2.0 + f * p[:, 0] / safe, self.height / 2.0 - f * p[:, 1] / safe], axis=1)
+        return uv, depth
+
+    def in_view(self, uv: np.ndarray, depth: np.ndarray, margin: float = 0.0) -> np.ndarray:
+        ok = (depth > NEAR) & np.isfinite(uv).all(axis=1)
+        u, v = np.nan_to_num(uv[:, 0]), np.nan_to_num(uv[:, 1])
+        return ok & (u >= -margin) & (u < self.width + margin) & (v >= -margin) & (v < self.height + margin)
+
+
+# ----------------------------------------------------------------------------- images
+
+
+def image_analysis(image: Any, classes: Sequence[str] = ()) -> ImageAnalysis:
+    """The colour-class analysis of an image for matching a scene with ``classes`` (plus the usual ones)."""
+    if isinstance(image, ImageAnalysis):
+        return image
+    extra = tuple(c for c in EXTRA_CLASSES if c in classes)
+    return analyse_image(as_rgb(image), DEFAULT_CLASSES + extra)
+
+
+@dataclass(frozen=True)
+class PixelEvidence:
+    """A subset of an image's class centre lines, usable wherever an :class:`ImageAnalysis` is matched."""
+
+    width: int
+    height: int
+    ridge: dict[str, np.ndarray]
+
+    @property
+    def trees(self) -> dict[str, cKDTree]:
+        return {n: cKDTree(p) for n, p in self.ridge.items() if len(p)}
+
+
+def unexplained(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera, tol_px: float = 4.0) -> PixelEvidence:
+    """The centre-line pixels of ``an`` that no point of ``sp`` (same class, within ``tol_px`` at 512) explains.
+
+    Used to isolate one part of an image (the displaced ligand) once another part (the pocket)
+    is registered.
+    """
+    tol = tol_px * _scale(an)
+    uv, depth = camera.project(sp.points)
+    ok = (depth > NEAR) & np.isfinite(uv).all(axis=1)
+    rest = {}
+    for n, pts in an.ridge.items():
+        if len(pts) and n in sp.names:
+            sel = ok & (sp.cls == sp.names.index(n))
+            if sel.any():
+                d, _ = cKDTree(uv[sel]).query(pts, distance_upper_bound=tol)
+                pts = pts[~np.isfinite(d)]
+        rest[n] = pts
+    return PixelEvidence(an.width, an.height, rest)
+
+
+def _scale(an: ImageAnalysis) -> float:
+    return an.width / 512.0
+
+
+def backward_samples(an: ImageAnalysis, names: Sequence[str], cap: int = MAX_BACKWARD) -> dict[str, np.ndarray]:
+    """Centre-line points of the classes in ``names``, thinned evenly to at most ``cap`` in total."""
+    pts = {n: an.ridge[n] for n in names if n in an.ridge and len(an.ridge[n])}
+    total = sum(len(p) for p in pts.values())
+    if total > cap:
+        step = int(math.ceil(total / cap))
+        pts = {n: p[::step] for n, p in pts.items()}
+    return pts
+
+
+@dataclass
+class MatchCost:
+    """One evaluation of predicted points against an image (all distances in px)."""
+
+    cost: float  # symmetric truncated chamfer: mean of forward and backward means
+    forward: float
+    backward: float
+    n_forward: int
+    n_backward: int
+
+
+def match_cost(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera, tau: float | None = None,
+               backward: bool = True, samples: dict[str, np.ndarray] | None = None,
+               atoms_only: bool = False) -> MatchCost:
+    """Symmetric truncated chamfer cost of ``sp`` seen through ``camera`` against the image.
+
+    Forward: predicted points inside the image → nearest centre-line pixel of their class.
+    Backward: centre-line pixels of the scene's classes → nearest predicted point of their
+    class (points just outside the image count, so cropped atoms still explain pixels at the
+    border). Each distance is capped at ``tau`` (default :data:`TAU_PX` scaled to the image).
+    With no predicted point in the image the cost is ``tau``.
+    """
+    tau = TAU_PX * _scale(an) if tau is None else tau
+    uv, depth = camera.project(sp.points)
+    front = (depth > NEAR) & np.isfinite(uv).all(axis=1)
+    inside = camera.in_view(uv, depth)
+    if atoms_only:
+        inside &= sp.is_atom
+    f_sum, f_n, b_sum, b_n = 0.0, 0, 0.0, 0
+    trees = an.trees
+    for k, name in enumerate(sp.names):
+        sel = inside & (sp.cls == k)
+        n = int(np.count_nonzero(sel))
+        if n:
+            tree = trees.get(name)
+            if tree is None:
+                f_sum += tau * n
+            else:
+                d, _ = tree.query(uv[sel], distance_upper_bound=tau)
+                f_sum += float(np.minimum(d, tau).sum())
+            f_n += n
+    if backward:
+        samples = samples if samples is not None else backward_samples(an, sp.names)
+        margin = tau
+        near = camera.in_view(uv, depth, margin) & front
+        for name, pts in samples.items():
+            if name not in sp.names:
+                continue
+            k = sp.names.index(name)
+            sel = near & (sp.cls == k)
+            if not np.any(sel):
+                b_sum += tau * len(pts)
+            else:
+                d, _ = cKDTree(uv[sel]).query(pts, distance_upper_bound=tau)
+                b_sum += float(np.minimum(d, tau).sum())
+            b_n += len(pts)
+    fwd = f_sum / f_n if f_n else tau
+    bwd = b_sum / b_n if b_n else (tau if backward else 0.0)
+    cost = 0.5 * (fwd + bwd) if backward else fwd
+    return MatchCost(float(cost), float(fwd), float(bwd), f_n, b_n)
+
+
+# ----------------------------------------------------------------------------- ICP
+
+
+def _jacobian(p: np.ndarray, f: float) -> np.ndarray:
+    """d(u, v)/d(tx, ty, tz) for camera-frame points p (K, 3): (K, 2, 3)."""
+    d = -p[:, 2]
+    J = np.zeros((len(p), 2, 3))
+    J[:, 0, 0] = f / d
+    J[:, 0, 2] = f * p[:, 0] / d ** 2
+    J[:, 1, 1] = -f / d
+    J[:, 1, 2] = -f * p[:, 1] / d ** 2
+    return J
+
+
+def refine_shift(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera, taus: Sequence[float] = ICP_TAUS,
+                 steps: int = ICP_STEPS, fix_z: bool = False) -> ViewCamera:
+    """ICP on the camera shift: correspondences in both directions, Gauss–Newton, τ coarse to fine."""
+    scale = _scale(an)
+    samples = backward_samples(an, sp.names, cap=1500)
+    trees = an.trees
+    shift = np.asarray(camera.shift, float)
+    f = camera.focal
+    for tau in taus:
+        tau = tau * scale
+        for _ in range(steps):
+            cam = camera.with_shift(shift)
+            uv, depth = cam.project(sp.points)
+            inside = cam.in_view(uv, depth)
+            rows_J, rows_r = [], []
+            pcam = sp.points + shift
+            for k, name in enumerate(sp.names):
+                sel = np.flatnonzero(inside & (sp.cls == k))
+                tree = trees.get(name)
+                if len(sel) and tree is not None:
+                    d, j = tree.query(uv[sel], distance_upper_bound=tau)
+                    ok = np.isfinite(d)
+                    if ok.any():
+                        q = tree.data[j[ok]]
+                        rows_J.append(_jacobian(pcam[sel[ok]], f))
+                        rows_r.append(uv[sel[ok]] - q)
+                pts = samples.get(name)
+                if pts is not None and len(sel):
+                    d, j = cKDTree(uv[sel]).query(pts, distance_upper_bound=tau)
+                    ok = np.isfinite(d)
+                    if ok.any():
+                        src = sel[j[ok]]
+                        rows_J.append(_jacobian(pcam[src], f))
+                        rows_r.append(uv[src] - pts[ok])
+            if not rows_J:
+                break
+            J = np.concatenate(rows_J).reshape(-1, 3)
+            r = np.concatenate(rows_r).reshape(-1)
+            if fix_z:
+                J = J[:, :2]
+            # robust (Huber) weights on the 2D residual length
+            n = len(r) // 2
+            res = np.hypot(r[0::2], r[1::2])
+            h = max(1.0, 0.5 * tau)
+            w = np.where(res <= h, 1.0, h / np.maximum(res, 1e-9))
+            W = np.repeat(w, 2)
+            A = J.T @ (J * W[:, None])
+            b = J.T @ (W * r)
+            try:
+                delta = -np.linalg.solve(A + 1e-6 * np.eye(A.shape[0]), b)
+            except np.linalg.LinAlgError:
+                break
+            if fix_z:
+                delta = np.append(delta, 0.0)
+            # keep the scene in front of the camera
+            if np.any(-(pcam[:, 2] + delta[2]) <= NEAR) and delta[2] > 0:
+                delta[2] = 0.0
+            shift = shift + delta
+            if np.linalg.norm(delta) < 1e-3 and n:
+                break
+    return camera.with_shift(shift)
+
+
+def moment_shift(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera) -> np.ndarray:
+    """A starting shift that matches the centroid and spread of the class pixels with the prediction's."""
+    pix = np.concatenate([p for n, p in an.ridge.items() if n in sp.names and len(p)] or [np.zeros((0, 2))])
+    uv, depth = camera.project(sp.points)
+    ok = (depth > NEAR) & np.isfinite(uv).all(axis=1)
+    if len(pix) < 10 or ok.sum() < 10:
+        return np.asarray(camera.shift, float)
+    spread_img = np.sqrt(((pix - pix.mean(0)) ** 2).sum(1).mean())
+    spread_pred = np.sqrt(((uv[ok] - uv[ok].mean(0)) ** 2).sum(1).mean())
+    zc = -(sp.points[:, 2].mean() + camera.shift[2])  # centroid depth
+    ratio = spread_pred / max(spread_img, 1e-6)
+    tz = camera.shift[2] + zc - zc * ratio  # new depth = old depth × ratio
+    depth_new = zc * ratio
+    f = camera.focal
+    cu, cv = pix.mean(0)
+    c = sp.points.mean(0)
+    tx = (cu - camera.width / 2.0) * depth_new / f - c[0]
+    ty = -(cv - camera.height / 2.0) * depth_new / f - c[1]
+    return np.array([tx, ty, tz])
+
+
+# ----------------------------------------------------------------------------- registration
+
+
+def fit_quality(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera) -> dict[str, float]:
+    """Residual (median atom→class distance), matched share, explained share and chamfer cost."""
+    scale = _scale(an)
+    tol = MATCH_TOL_PX * scale
+    cap = 50.0 * scale
+    uv, depth = camera.project(sp.points)
+    inside = camera.in_view(uv, depth)
+    atom_d = []
+    for k, name in enumerate(sp.names):
+        sel = inside & sp.is_atom & (sp.cls == k)
+        if not np.any(sel):
+            continue
+        tree = an.trees.get(name)
+        if tree is None:
+            atom_d.append(np.full(int(sel.sum()), cap))
+        else:
+            d, _ = tree.query(uv[sel], distance_upper_bound=cap)
+            atom_d.append(np.minimum(d, cap))
+    atom_d = np.concatenate(atom_d) if atom_d else np.zeros(0)
+    samples = backward_samples(an, sp.names)
+    expl_n, expl_ok = 0, 0
+    front = (depth > NEAR) & np.isfinite(uv).all(axis=1)
+    for name, pts in samples.items():
+        k = sp.names.index(name)
+        sel = front & (sp.cls == k)
+        expl_n += len(pts)
+        if np.any(sel):
+            d, _ = cKDTree(uv[sel]).query(pts, distance_upper_bound=tol)
+            expl_ok += int(np.isfinite(d).sum())
+    mc = match_cost(an, sp, camera, samples=samples)
+    return {"residual": float(np.median(atom_d)) if atom_d.size else float("inf"),
+            "matched": float(np.mean(atom_d <= tol)) if atom_d.size else 0.0,
+            "explained": expl_ok / expl_n if expl_n else 0.0,
+            "chamfer": mc.cost, "n_in_image": int(atom_d.size), "tol": tol}
+
+
+def ligand_correspondences(an: ImageAnalysis, scene: Scene, camera: ViewCamera) -> tuple[Correspondence, ...]:
+    """Detected balls matched to the scene's ligand atoms of the same colour class (nearest within 0.6 radii)."""
+    balls = find_balls(an)
+    if not balls:
+        return ()
+    lig = np.flatnonzero(scene.is_ligand)
+    if not len(lig):
+        return ()
+    uv, depth = camera.project(scene.coords[lig])
+    classes = scene.color_classes()
+    want = {"O": "O", "N": "N", "LIGAND_C": "LIGAND_C"}
+    out, used = [], set()
+    for j, b in enumerate(balls):
+        d = np.hypot(uv[:, 0] - b.x, uv[:, 1] - b.y)
+        d = np.where(depth > NEAR, d, np.inf)
+        for i in np.argsort(d):
+            if not np.isfinite(d[i]) or d[i] > max(MATCH_TOL_PX * _scale(an), 0.6 * b.radius):
+                break
+            a = int(lig[i])
+            if a in used or want.get(classes[a], "OTHER") != b.color_class:
+                continue
+            used.add(a)
+            out.append(Correspondence(a, str(scene.atom_names[a]), j, float(d[i])))
+            break
+    return tuple(out)
+
+
+def register(scene: Scene, image: Any, fov_deg: float = FOV_DEG, points: ScenePoints | None = None,
+             correspondences: bool = True) -> tuple[Registration, ViewCamera]:
+    """Fit the camera that shows ``scene`` as ``image`` shows it; returns the record and the camera.
+
+    ``scene`` is the structure in the view the image is said to show (e.g.
+    ``scene_from_complex(cx, "front")``); ``image`` a path, PIL image, array or an
+    :class:`ImageAnalysis`. The camera is the benchmark's (``fov_deg`` horizontal, image
+    centre on the axis) with a fitted shift of the scene; ``ok`` is False when the fit is poor
+    (the structure does not match the image).
+    """
+    sp = points if points is not None else scene_points(scene)
+    an = image_analysis(image, sp.names)
+    cam0 = ViewCamera(an.width, an.height, fov_deg)
+    tries = [refine_shift(an, sp, cam0)]
+    q = fit_quality(an, sp, tries[0])
+    notes = []
+    if q["matched"] < OK_MATCHED or q["explained"] < OK_EXPLAINED:
+        start = cam0.with_shift(moment_shift(an, sp, cam0))
+        alt = refine_shift(an, sp, start)
+        qa = fit_quality(an, sp, alt)
+        if qa["chamfer"] < q["chamfer"]:
+            tries.append(alt)
+            q = qa
+            notes.append("the benchmark framing did not fit; started from the image's moments")
+    cam = tries[-1] if len(tries) > 1 and q is not None and notes else tries[0]
+    ok = q["matched"] >= OK_MATCHED and q["explained"] >= OK_EXPLAINED
+    if not ok:
+        notes.append(f"poor fit: {q['matched']:.0%} of atoms matched, {q['explained']:.0%} of the class pixels "
+                     "explained; the structure may not be what the image shows")
+    if abs(cam.shift[2]) > 0.1 * max(1.0, -float(np.mean(sp.points[:, 2]))):
+        notes.append(f"the image's framing differs from the benchmark's (depth shift {cam.shift[2]:+.1f} Å)")
+    corr = ligand_correspondences(an, scene, cam) if correspondences else ()
+    rec = Registration(an.width, an.height, fov_deg, tuple(float(v) for v in cam.shift), q["residual"], q["chamfer"],
+                       q["matched"], q["explained"], q["tol"], bool(ok), q["n_in_image"], corr, tuple(notes))
+    return rec, cam
