@@ -366,7 +366,8 @@ def markdown(summary: dict, records: list[dict]) -> str:
               "is taken; ties keep file order).",
               f"- Entries with modified (HETATM) protein residues in the pocket: "
               f"{sum(1 for r in records if r['ok'] and r['pocket_hetero_residues'])}.",
-              f"- Entries with metals, cofactors or free amino acids within 10 Å of the ligand (kept as environment): "
+              f"- Entries with non-water hetero groups (metals, cofactors, additives, free amino acids) within 10 Å of the "
+              f"ligand, kept as environment: "
               f"{sum(1 for r in records if r['ok'] and r['environment'])}.", ""]
     return "\n".join(lines)
 
