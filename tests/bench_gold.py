@@ -83,7 +83,7 @@ def _interaction_location(pdb: str, letter: str) -> tuple[BondItem, list[str], s
 def gold_questions() -> tuple[Question, ...]:
     """Two or three items per column (23 in all), every task and both T4 columns present."""
     qs: list[Question] = []
-    common = {"pdb_id": "6YQW", "ligand": "82I"}
+    common = {"pdb_id": "6YQW"}
     qs += [_q("translation-1", T.TRANSLATION, "move x 3", **common), _q("translation-2", T.TRANSLATION, "move y -2", **common)]
     qs += [_q("rotation-1", T.ROTATION, "roll x 45", **common), _q("rotation-2", T.ROTATION, "roll y -15", **common),
            _q("rotation-3", T.ROTATION, "roll z 90", **common)]
@@ -96,22 +96,22 @@ def gold_questions() -> tuple[Question, ...]:
     for n in (1, 2, 3):
         (chain, num, name), bonds = picks[n]
         qs.append(_q(f"residue_ligand_interaction-pos{n}", T.RESIDUE_LIGAND, format_residue_answer(bonds),
-                     pdb_id="7RH3", ligand="59O", residue_name=name, residue_number=num, chain=chain))
+                     pdb_id="7RH3", residue_name=name, residue_number=num, chain=chain))
     assert not polar_contacts("7loe"), "7loe was picked because no pocket N/O is near a ligand N/O"
     for k, r in enumerate(complex_("7loe").residues()[:2], start=1):
-        qs.append(_q(f"residue_ligand_interaction-neg{k}", T.RESIDUE_LIGAND, "No", pdb_id="7LOE", ligand="Y84",
+        qs.append(_q(f"residue_ligand_interaction-neg{k}", T.RESIDUE_LIGAND, "No", pdb_id="7LOE",
                      residue_name=r.name, residue_number=f"{r.number}{r.ins_code}", chain=r.chain))
-    qs += [_q("translation_rotation-1", T.TRANSLATION_ROTATION, "C", target_pdb_id="7F5D", target_ligand="EUO", **common),
-           _q("translation_rotation-2", T.TRANSLATION_ROTATION, "A", target_pdb_id="7USH", target_ligand="82V", **common)]
+    qs += [_q("translation_rotation-1", T.TRANSLATION_ROTATION, "C", target_pdb_id="7F5D", **common),
+           _q("translation_rotation-2", T.TRANSLATION_ROTATION, "A", target_pdb_id="7USH", **common)]
     qs += [_q("rotation_rotation-1", T.ROTATION_ROTATION, "B", **common), _q("rotation_rotation-2", T.ROTATION_ROTATION, "D", **common)]
     qs += [_q("docking-1", T.DOCKING, "roll x 75, move x -14", **common),
            _q("docking-2", T.DOCKING, "roll z -30, move x 12", **common)]
     for pdb, lig, letter in (("1hpx", "KNI", "C"), ("7oeo", "V9Z", "A")):
         bond, options, letter = _interaction_location(pdb, letter)
-        qs.append(_q(f"interaction_location-{pdb}", T.INTERACTION_LOCATION, letter, pdb_id=pdb.upper(), ligand=lig,
+        qs.append(_q(f"interaction_location-{pdb}", T.INTERACTION_LOCATION, letter, pdb_id=pdb.upper(),
                      chain=bond.chain, residue_name=bond.residue_name, residue_number=bond.residue_number,
                      residue_atom=bond.residue_atom, ligand_atom=bond.ligand_atom, options=options))
     for pdb, lig in (("1aku", "FMN"), ("1hpx", "KNI"), ("7oeo", "V9Z")):
         bonds = list(dict.fromkeys(b for b, _, _ in polar_contacts(pdb)))
-        qs.append(_q(f"pocket_ligand_interaction-{pdb}", T.POCKET_LIGAND, format_pocket_answer(bonds), pdb_id=pdb.upper(), ligand=lig))
+        qs.append(_q(f"pocket_ligand_interaction-{pdb}", T.POCKET_LIGAND, format_pocket_answer(bonds), pdb_id=pdb.upper()))
     return tuple(qs)

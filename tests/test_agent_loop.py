@@ -43,7 +43,7 @@ def test_good_call_then_answer(qset, tmp_path):
     path, qs = qset
     q = qs[0]
     d = read_details(q.question)
-    result, planner = run(q, path.parent, [call("structure_info", {"pdb_id": d.pdb_id, "ligand": d.ligand}),
+    result, planner = run(q, path.parent, [call("structure_info", {"pdb_id": d.pdb_id}),
                                            "The scene moved to the right.\n\nAnswer: **move x 3**"])
     assert result.error is None and result.answer == "move x 3"
     assert result.trace.raw_answer.endswith("**move x 3**")
@@ -58,15 +58,15 @@ def test_good_call_then_answer(qset, tmp_path):
     assert second[-2]["role"] == "assistant" and second[-2]["tool_calls"][0]["function"]["name"] == "structure_info"
     assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == second[-2]["tool_calls"][0]["id"]
     out = json.loads(second[-1]["content"])["result"]
-    assert out["ligand"]["code"] == d.ligand and out["pdb_id"] == d.pdb_id.upper()
+    assert out["ligand"]["code"] == q.meta["ligand"] and out["pdb_id"] == d.pdb_id.upper()
     assert out["pocket_residues"] and all(re.fullmatch(r"[A-Z]{3} -?\d+[A-Z]? \w+", r) for r in out["pocket_residues"])
     # the trace: calls with arguments, results, timings, planner; readable JSON on disk
     calls = result.tool_calls
     assert [c["name"] for c in calls] == ["structure_info"] and calls[0]["ok"]
-    assert calls[0]["arguments"] == {"pdb_id": d.pdb_id, "ligand": d.ligand} and calls[0]["seconds"] >= 0
+    assert calls[0]["arguments"] == {"pdb_id": d.pdb_id} and calls[0]["seconds"] >= 0
     saved = json.loads(result.trace.save(tmp_path / "trace.json").read_text())
     assert saved["answer"] == "move x 3" and saved["turns"] == 2 and saved["planner"]["max_pixels"] == 2
-    assert saved["steps"][0]["results"][0]["output"]["ligand"]["code"] == d.ligand
+    assert saved["steps"][0]["results"][0]["output"]["ligand"]["code"] == q.meta["ligand"]
     assert "\n  " in (tmp_path / "trace.json").read_text()  # indented for people
 
 

@@ -49,7 +49,7 @@ def test_router_answers_hbond_questions_from_the_text_alone(hbond_set):
         (call,) = result.tool_calls
         d = read_details(q.question)
         assert call["arguments"]["pdb_id"] == d.pdb_id == q.meta["pdb_id"].lower()
-        assert call["arguments"]["ligand"] == d.ligand
+        assert "ligand" not in call["arguments"] and d.ligand is None  # the prompt never names the ligand
         if q.task == T.RESIDUE_LIGAND:
             assert call["name"] == "residue_hbonds" and call["arguments"]["chain"] == d.residue.chain
             assert call["output"]["in_pocket"] is True
@@ -57,7 +57,7 @@ def test_router_answers_hbond_questions_from_the_text_alone(hbond_set):
             n_neg += result.answer == "No"
         else:
             assert call["name"] == "pocket_hbonds" and call["output"]["n_bonds"] == len(q.answer.split(";"))
-        assert call["output"]["ligand"]["code"] == d.ligand
+        assert call["output"]["ligand"]["code"] == q.meta["ligand"]  # found from the text and the pictures
         assert result.trace.turns == 2 and result.trace.planner == {"planner": "router", "model": None}
     assert n_pos >= 3 and n_neg >= 3  # both kinds of residue-ligand item were exercised
 
@@ -65,21 +65,21 @@ def test_router_answers_hbond_questions_from_the_text_alone(hbond_set):
 def test_geometric_programs_name_the_spatial_tool_they_need(hbond_set):
     path, qs = hbond_set
     opts = ["move x 3, move y -2", "move x -3, move y -2", "move x 3, move y 2", "move x 5, move y -2"]
-    text = build_prompt(T.INTERACTION_LOCATION, pdb_id="6YQW", ligand="82I", chain="A", residue_name="ASN",
+    text = build_prompt(T.INTERACTION_LOCATION, pdb_id="6YQW", chain="A", residue_name="ASN",
                         residue_number="100", residue_atom="ND2", ligand_atom="O17", options=opts)
     name, args = first_call(T.INTERACTION_LOCATION, read_details(text), 6)
     assert name == SPATIAL_CONTRACTS[T.INTERACTION_LOCATION].name
     assert args["bond"] == {"chain": "A", "residue_name": "ASN", "residue_number": "100", "residue_atom": "ND2",
                             "ligand_atom": "O17"}
     assert args["options"] == dict(zip("ABCD", opts)) and args["images"] == [1, 2, 3, 4, 5, 6]
-    text5 = build_prompt(T.TRANSLATION_ROTATION, pdb_id="6YQW", ligand="82I", target_pdb_id="7F5D", target_ligand="EUO")
+    text5 = build_prompt(T.TRANSLATION_ROTATION, pdb_id="6YQW", target_pdb_id="7F5D")
     name, args = first_call(T.TRANSLATION_ROTATION, read_details(text5), 11)
-    assert (args["pdb_id"], args["target_pdb_id"], args["target_ligand"]) == ("6yqw", "7f5d", "EUO")
+    assert (args["pdb_id"], args["target_pdb_id"]) == ("6yqw", "7f5d") and "target_ligand" not in args
     # every contract's schema accepts what the router sends
     for task, contract in SPATIAL_CONTRACTS.items():
-        params = dict(pdb_id="6YQW", ligand="82I")
+        params = dict(pdb_id="6YQW")
         if task == T.TRANSLATION_ROTATION:
-            params.update(target_pdb_id="7F5D", target_ligand="EUO")
+            params.update(target_pdb_id="7F5D")
         if task == T.INTERACTION_LOCATION:
             params.update(chain="A", residue_name="ASN", residue_number="100", residue_atom="ND2", ligand_atom="O17",
                           options=opts)
@@ -87,7 +87,7 @@ def test_geometric_programs_name_the_spatial_tool_they_need(hbond_set):
         name, args = first_call(task, read_details(build_prompt(task, **params)), n)
         assert Tool(name, "d", contract.parameters, "o", lambda **k: k).validate(args) is None, task
     # without the spatial provider, the run stops with an error naming the tool and its provider
-    q = Question("t", T.ROTATION, build_prompt(T.ROTATION, pdb_id="6YQW", ligand="82I"),
+    q = Question("t", T.ROTATION, build_prompt(T.ROTATION, pdb_id="6YQW"),
                  [qs[0].images[0]] * 4, "roll x 15")
     images = q.image_paths(path.parent)
     registry = build_registry(AgentContext(images, StructureStore(use_env=False)), providers=(CHEM_PROVIDER,))
@@ -159,20 +159,20 @@ def test_store_search_order_formats_and_errors(tmp_path, monkeypatch):
 def test_details_read_from_every_prompt():
     opts = ["move x 1, move y 2"] * 4
     for task in T.TASK_IDS:
-        params = {"pdb_id": "7X9K", "ligand": "8OG"}
+        params = {"pdb_id": "7X9K"}
         if task == T.RESIDUE_LIGAND:
             params.update(residue_name="ARG", residue_number="23A", chain="B")
         if task == T.TRANSLATION_ROTATION:
-            params.update(target_pdb_id="1HPX", target_ligand="KNI")
+            params.update(target_pdb_id="1HPX")
         if task == T.INTERACTION_LOCATION:
             params.update(chain="A", residue_name="LYS", residue_number="39", residue_atom="N", ligand_atom="O1B",
                           options=opts)
         d = read_details(build_prompt(task, **params))
-        assert d.pdb_id == "7x9k" and d.ligand == "8OG", task
+        assert d.pdb_id == "7x9k" and d.ligand is None, task  # prompts never name the ligand
         if task == T.RESIDUE_LIGAND:
             assert (d.residue.name, d.residue.number, d.residue.ins_code, d.residue.chain) == ("ARG", 23, "A", "B")
         if task == T.TRANSLATION_ROTATION:
-            assert d.pdb_ids == ("7x9k", "1hpx") and d.ligands == ("8OG", "KNI")
+            assert d.pdb_ids == ("7x9k", "1hpx") and d.ligands == ()
         if task == T.INTERACTION_LOCATION:
             assert d.bond.residue_atom == "N" and d.bond.ligand_atom == "O1B" and d.ligand_atoms == ("O1B",)
             assert list(d.options) == ["A", "B", "C", "D"]

@@ -230,7 +230,8 @@ def test_every_prompt_carries_the_required_information():
     t4 = next(q for q in gold_questions() if q.task == T.RESIDUE_LIGAND and q.answer != "No")
     r = complex_("7rh3")
     assert re.search(r"one residue, [A-Z]{3} \d+ of chain A", t4.question)
-    assert "ligand 59O" in t4.question and r.ligand_code == "59O"
+    # OURS["prompt_no_ligand_code"]: the ligand's code never appears in a prompt
+    assert r.ligand_code == "59O" and "59O" not in t4.question
     t8 = next(q for q in gold_questions() if q.task == T.INTERACTION_LOCATION)
     for letter, opt in zip(T.CHOICE_LETTERS, t8.options):
         assert f"{letter}. {opt}" in t8.question
@@ -238,24 +239,26 @@ def test_every_prompt_carries_the_required_information():
 
 
 def test_prompt_parameter_errors():
-    good = {"pdb_id": "6YQW", "ligand": "82I"}
+    good = {"pdb_id": "6YQW"}
     assert build_prompt(T.TRANSLATION, **good) == build_prompt(T.TRANSLATION, options=None, **good)
-    with pytest.raises(PromptError, match="missing parameter\\(s\\) ligand"):
-        build_prompt(T.DOCKING, pdb_id="6YQW")
+    with pytest.raises(PromptError, match="missing parameter\\(s\\) pdb_id"):
+        build_prompt(T.DOCKING)
+    with pytest.raises(PromptError, match="unknown parameter\\(s\\) ligand"):
+        build_prompt(T.DOCKING, ligand="82I", **good)  # the ligand code is never stated
     with pytest.raises(PromptError, match="unknown parameter\\(s\\) roll_axis"):
         build_prompt(T.DOCKING, roll_axis="x", **good)  # an answer must never reach the prompt
     with pytest.raises(PromptError, match="'options' must be 4"):
         build_prompt(T.INTERACTION_LOCATION, chain="A", residue_name="LYS", residue_number="47", residue_atom="NZ",
                      ligand_atom="O1A", options=["move x 1"], **good)
     with pytest.raises(PromptError, match="non-empty"):
-        build_prompt(T.ZOOMING, pdb_id="", ligand="82I")
+        build_prompt(T.ZOOMING, pdb_id="")
     with pytest.raises(Exception, match="unknown task"):
         build_prompt("flying", **good)
     assert set(PROMPT_PARAMS) == set(T.TASK_IDS)
 
 
 def test_prompts_state_the_value_grid():
-    good = {"pdb_id": "6YQW", "ligand": "82I"}
+    good = {"pdb_id": "6YQW"}
     assert "a whole number of angstroms from -4 to 4 (never 0)" in build_prompt(T.TRANSLATION, **good)
     assert "a multiple of 15 degrees from -90 to 90 (never 0)" in build_prompt(T.ROTATION, **good)
     assert "a whole number of angstroms from 40 to 60" in build_prompt(T.ZOOMING, **good)

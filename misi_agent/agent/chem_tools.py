@@ -118,7 +118,7 @@ def agent_tools(context: AgentContext) -> list[Tool]:
         from misi_agent.tools.hbond_format import format_residue_answer
 
         ref = _residue_ref(residue, chain)
-        cx, choice = context.complex(pdb_id, code=ligand, atom_names=ligand_atoms or (), residue=ref)
+        cx, choice = context.complex(pdb_id, code=ligand, atom_names=ligand_atoms or (), residue=ref, shows="residue")
         key = ResidueKey(ref.chain, ref.number, ref.ins_code, ref.name)
         in_pocket = key in set(cx.residues())
         if not in_pocket:

@@ -53,6 +53,7 @@ class LigandChoice:
     chosen: LigandCandidate
     reason: str
     candidates: tuple[LigandCandidate, ...]
+    tied: tuple[LigandCandidate, ...] = ()  # candidates the question's text could not tell apart
 
     def to_dict(self) -> dict:
         return {"ligand": self.chosen.to_dict(), "reason": self.reason,
@@ -104,7 +105,7 @@ def choose_ligand(atoms, *, code: str | None = None, atom_names: Sequence[str] =
     j = pool[0]
     if len(pool) > 1 or not reasons:
         reasons.append("largest candidate" if len({c.key.name for c in cands}) > 1 or len(cands) > 1 else "only candidate")
-    return LigandChoice(cands[j], "; ".join(reasons), tuple(cands))
+    return LigandChoice(cands[j], "; ".join(reasons), tuple(cands), tuple(cands[k] for k in pool))
 
 
 @dataclass
@@ -141,13 +142,61 @@ class AgentContext:
             raise ToolError(str(exc)) from None
 
     def ligand_choice(self, pdb_id: str, *, code: str | None = None, atom_names: Sequence[str] = (),
-                      residue: ResidueRef | None = None) -> tuple[StoredStructure, LigandChoice]:
+                      residue: ResidueRef | None = None, picture: int | None = 1,
+                      shows: str = "complex") -> tuple[StoredStructure, LigandChoice]:
+        """The entry and its ligand: by the question's text, then by the pictures.
+
+        When the text leaves several candidates, each candidate's scene is drawn in the front
+        view and compared with image ``picture`` (which ``shows`` the ``complex``, only the
+        ``pocket``, or the named ``residue`` with the ligand); the best match wins.
+        """
         entry = self.entry(pdb_id)
         atoms = _atoms(str(entry.path))
-        return entry, choose_ligand(atoms, code=code, atom_names=atom_names, residue=residue, source=str(entry.path))
+        choice = choose_ligand(atoms, code=code, atom_names=atom_names, residue=residue, source=str(entry.path))
+        if len(choice.tied) > 1 and picture is not None and picture <= len(self.images):
+            choice = self._choose_from_picture(entry, choice, residue, picture, shows)
+        return entry, choice
+
+    def _choose_from_picture(self, entry: StoredStructure, choice: LigandChoice, residue: ResidueRef | None,
+                             picture: int, shows: str) -> LigandChoice:
+        from misi_agent.camera import initial_view
+        from misi_agent.scene import scene_from_complex
+        from misi_agent.tools.ligand_identification import match_candidates
+
+        scenes, kept = [], []
+        for cand in choice.tied:
+            try:
+                cx = _complex(str(entry.path), cand.key, entry.pdb_id)
+            except Exception:  # a candidate without a protein pocket cannot be the pictured one
+                continue
+            keys = cx.residues()
+            if shows == "residue" and residue is not None:
+                hit = [k for k in keys if (k.chain, k.number, k.ins_code, k.name)
+                       == (residue.chain, residue.number, residue.ins_code, residue.name)]
+                if not hit:
+                    continue
+                scene = scene_from_complex(cx, "front", residues=hit)
+            else:
+                scene = scene_from_complex(cx, "front")
+                if shows == "pocket":  # the pocket alone, framed by itself
+                    scene = scene.subset(~scene.is_ligand)
+                    scene = scene.with_coords(initial_view(scene.coords, "front"))
+            scenes.append(scene)
+            kept.append(cand)
+        if len(kept) < 2:
+            return choice if not kept else LigandChoice(kept[0], choice.reason + "; the only candidate with a pocket",
+                                                         choice.candidates, tuple(kept))
+        match = match_candidates(self.image(picture), scenes)
+        best = kept[match.best]
+        reason = (f"{choice.reason.replace('; largest candidate', '')}; of {len(kept)} candidates, "
+                  f"{best.key.name} {best.key.chain} {best.key.number} matches image {picture} best "
+                  f"(silhouette correlation {match.scores[match.best]:.3f}, margin {match.margin:.3f})")
+        return LigandChoice(best, reason, choice.candidates, tuple(kept))
 
     def complex(self, pdb_id: str, *, code: str | None = None, atom_names: Sequence[str] = (),
-                residue: ResidueRef | None = None) -> tuple[Complex, LigandChoice]:
-        """The pocket + ligand complex the question shows, as far as the text tells."""
-        entry, choice = self.ligand_choice(pdb_id, code=code, atom_names=atom_names, residue=residue)
+                residue: ResidueRef | None = None, picture: int | None = 1,
+                shows: str = "complex") -> tuple[Complex, LigandChoice]:
+        """The pocket + ligand complex the question shows, as far as the text and the pictures tell."""
+        entry, choice = self.ligand_choice(pdb_id, code=code, atom_names=atom_names, residue=residue,
+                                           picture=picture, shows=shows)
         return _complex(str(entry.path), choice.chosen.key, entry.pdb_id), choice

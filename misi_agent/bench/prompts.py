@@ -2,8 +2,9 @@
 
 Each template carries what the paper's prompts carry: the image order and what each image
 shows, the colour and label rules, the coordinate system and camera, the command rules,
-the exact output format with examples, and the item's PDB ID, ligand, residue, chain and
-atom names. The value grid of the answer is stated too (OURS["prompt_value_grid"]).
+the exact output format with examples, and the item's PDB ID, residue, chain and atom
+names. The ligand's code is not stated (OURS["prompt_no_ligand_code"]): as in the pictures, the
+ligand is the one shown, and an agent has to find it there. The value grid of the answer is stated too (OURS["prompt_value_grid"]).
 
 A generator calls :func:`build_prompt` with exactly the parameters listed in
 :data:`PROMPT_PARAMS` for the task (missing or unknown parameters are an error, so that no
@@ -13,9 +14,9 @@ text options):
 ===============================  ==========================================================
 task                             parameters
 ===============================  ==========================================================
-every task                       ``pdb_id`` (e.g. ``6YQW``), ``ligand`` (its residue name, e.g. ``82I``)
+every task                       ``pdb_id`` (e.g. ``6YQW``)
 residue_ligand_interaction       + ``residue_name`` (``ARG``), ``residue_number`` (``45`` or ``45A``), ``chain``
-translation_rotation             + ``target_pdb_id``, ``target_ligand`` (the second complex)
+translation_rotation             + ``target_pdb_id`` (the second complex)
 interaction_location             + ``chain``, ``residue_name``, ``residue_number``, ``residue_atom`` (``NZ``),
                                    ``ligand_atom`` (``O1A``), ``options`` (four command strings, A-D)
 ===============================  ==========================================================
@@ -32,13 +33,13 @@ class PromptError(MisiError):
     """Wrong parameters for a prompt template (one-line message)."""
 
 
-_COMMON = ("pdb_id", "ligand")
+_COMMON = ("pdb_id",)  # the ligand code is never stated: the agent finds the ligand in the pictures
 PROMPT_PARAMS: dict[str, tuple[str, ...]] = {
     T.TRANSLATION: _COMMON,
     T.ROTATION: _COMMON,
     T.ZOOMING: _COMMON,
     T.RESIDUE_LIGAND: _COMMON + ("residue_name", "residue_number", "chain"),
-    T.TRANSLATION_ROTATION: _COMMON + ("target_pdb_id", "target_ligand"),
+    T.TRANSLATION_ROTATION: _COMMON + ("target_pdb_id",),
     T.ROTATION_ROTATION: _COMMON,
     T.DOCKING: _COMMON,
     T.INTERACTION_LOCATION: _COMMON + ("chain", "residue_name", "residue_number", "residue_atom", "ligand_atom",
@@ -88,9 +89,9 @@ def _images(lines: list[str]) -> str:
     return "Images, in order:\n" + "\n".join(f"  Image {i}: {text}" for i, text in enumerate(lines, start=1))
 
 
-def _scene(pdb_id_key: str = "pdb_id", ligand_key: str = "ligand") -> str:
+def _scene(pdb_id_key: str = "pdb_id") -> str:
     return (f"The pictures show the binding pocket of PDB entry {{{pdb_id_key}}} (the whole residues around the ligand) "
-            f"together with its ligand {{{ligand_key}}}.")
+            f"together with the ligand.")
 
 
 _UNIT_IMAGES = [
@@ -126,7 +127,7 @@ TEMPLATES: dict[str, str] = {
     ]),
     T.RESIDUE_LIGAND: "\n\n".join([
         "The pictures show one residue, {residue_name} {residue_number} of chain {chain}, from the binding pocket of "
-        "PDB entry {pdb_id}, together with the ligand {ligand}; no other residue is shown.",
+        "PDB entry {pdb_id}, together with the ligand; no other residue is shown.",
         STYLE, AXES,
         _images([f"{v} view of the residue and the ligand" for v in T.VIEWS6]),
         "Task: decide whether {residue_name} {residue_number} forms hydrogen bonds with the ligand, and if so "
@@ -139,8 +140,7 @@ TEMPLATES: dict[str, str] = {
     ]),
     T.TRANSLATION_ROTATION: "\n\n".join([
         "The pictures show two protein-ligand complexes: a reference complex (binding pocket of PDB entry {pdb_id} "
-        "with ligand {ligand}) and a target complex (binding pocket of PDB entry {target_pdb_id} with ligand "
-        "{target_ligand}).",
+        "with its ligand) and a target complex (binding pocket of PDB entry {target_pdb_id} with its ligand).",
         STYLE, AXES, COMMANDS,
         _images([
             "front view of the reference complex",
@@ -199,7 +199,7 @@ TEMPLATES: dict[str, str] = {
     T.POCKET_LIGAND: "\n\n".join([
         _scene(), STYLE, AXES,
         _images([f"{v} view of the complex" for v in T.VIEWS6]),
-        "Task: list every hydrogen bond between the pocket and the ligand {ligand}. Name each bond by the residue "
+        "Task: list every hydrogen bond between the pocket and the ligand. Name each bond by the residue "
         "atom first and the ligand atom second, whichever of the two is the donor; list each pair once. A residue "
         "atom is written as residue name, residue number, atom name and chain.",
         "Reply with the list only, bonds separated by '; ', in exactly this form:\n"

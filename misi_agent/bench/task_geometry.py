@@ -84,7 +84,7 @@ def framed(scene: Scene, view: str = "front") -> Scene:
 
 
 def _base(task: str, cx: Complex, images, answer, params, prompt_params, **kw) -> ItemSpec:
-    prompt = {"pdb_id": cx.pdb_id.upper(), "ligand": cx.ligand_code}
+    prompt = {"pdb_id": cx.pdb_id.upper()}  # OURS["prompt_no_ligand_code"]: the ligand is found in the pictures
     prompt.update(prompt_params)
     return ItemSpec(task=task, pdb_id=cx.pdb_id, ligand_code=cx.ligand_code, images=images, answer=answer,
                     params=params, prompt_params=prompt, **kw)
@@ -182,7 +182,7 @@ def translation_rotation(cx: Complex, target: Complex, rng: np.random.Generator)
     params = {"commands": commands, "f1": str(f1), "f2": str(f2), "target_pdb_id": target.pdb_id,
               "target_ligand": target.ligand_code, "options": opt_params}
     return _base("translation_rotation", cx, images, letter, params,
-                 {"target_pdb_id": target.pdb_id.upper(), "target_ligand": target.ligand_code},
+                 {"target_pdb_id": target.pdb_id.upper()},
                  options=opt_names, extra_pdb_ids=(target.pdb_id,))
 
 

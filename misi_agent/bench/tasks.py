@@ -259,6 +259,9 @@ OURS: dict[str, str] = {
     "number, insertion code, atoms); scoring ignores the order (bench/task_hbonds.py).",
     "prompt_value_grid": "Prompts state the value grid of the answer (e.g. whole Å from -4 to 4) as part of the "
     "exact output format.",
+    "prompt_no_ligand_code": "Prompts name the PDB entry but not the ligand's CCD code: the pictures show one ligand, "
+    "and a test taker (or agent) must find which of the entry's ligands it is from the pictures (its atom labels, "
+    "shape and place). Ligand atom names are stated only where a task needs them (T8's named bond).",
     # --- scoring (misi_agent/bench/scoring.py)
     "magnitude_score": "T1/T2 composite: 0 unless the axis is right, else max(0, 1 - |d_pred - d| / span) with "
     "span 8 Å (translation) and 180° (rotation); a one-bin miss costs 0.125 and 0.083.",
