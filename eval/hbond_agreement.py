@@ -333,6 +333,7 @@ def summarize(result: dict) -> dict:
         "mean_jaccard": statistics.fmean(jac) if jac else float("nan"),
         "median_jaccard": statistics.median(jac) if jac else float("nan"),
         "identical_sets": sum(1 for r in recs if r["chimerax"] == r["plip"] == r["shared"]),
+        "both_empty": sum(1 for r in recs if r["chimerax"] == r["plip"] == 0),
         "by_set": by_set,
         "chimerax_only_reasons": reasons_c.most_common(), "plip_only_reasons": reasons_p.most_common(),
         "chimerax_only_groups": groups_c.most_common(12), "plip_only_groups": groups_p.most_common(12),
@@ -375,7 +376,7 @@ def markdown(summary: dict, result: dict) -> str:
         ("pooled Jaccard (shared / union)", f"{s['pooled_jaccard']:.3f}"),
         ("mean per-complex Jaccard", f"{s['mean_jaccard']:.3f}"),
         ("median per-complex Jaccard", f"{s['median_jaccard']:.3f}"),
-        ("complexes with identical sets", s["identical_sets"]),
+        ("complexes with identical sets (of them: no H-bond in either)", f"{s['identical_sets']} ({s['both_empty']})"),
         ("median time per complex, ChimeraX-compatible (s)", f"{s['median_seconds']['chimerax']:.3f}"),
         ("median time per complex, PLIP incl. I/O (s)", f"{s['median_seconds']['plip']:.3f}"),
     ], ("quantity", "value"))
@@ -425,8 +426,8 @@ GLOSS = {
     "PLIP: one H-bond per donor (another acceptor kept)":
         "are dropped by PLIP's one-H-bond-per-donor rule (it keeps the best D–H···A angle)",
     "PLIP: donor has no Open Babel hydrogen / not a donor":
-        "have a donor that Open Babel left without a polar hydrogen (e.g. a histidine tautomer, "
-        "an Arg NE, a ligand ring NH or ammonium Open Babel protonates differently)",
+        "have a donor that Open Babel left without a polar hydrogen (mostly Arg NE, His NE2/ND1 by "
+        "tautomer choice and Trp NE1 on the protein side, ring NH and OH groups on the ligand side)",
     "PLIP: acceptor not typed by Open Babel": "have an acceptor Open Babel does not type",
     "PLIP: D–H···A ≤ 100° with Open Babel's H (rotatable H: ChimeraX did not test θ)":
         "fail PLIP's D–H···A > 100° test with the hydrogen Open Babel placed on a rotatable group "
@@ -445,9 +446,12 @@ GLOSS = {
         "need a hydrogen ChimeraX cannot place from heavy atoms (θ/τ donors)",
     "ChimeraX: ligand atom not an acceptor (typing)":
         "have a ligand atom ChimeraX's typing does not make an acceptor (e.g. amide, aniline or flavin N)",
-    "ChimeraX: protein atom not an acceptor (typing)": "have a protein atom ChimeraX does not make an acceptor",
+    "ChimeraX: protein atom not an acceptor (typing)":
+        "have a protein atom ChimeraX does not make an acceptor (mostly Lys NZ and Arg NE, which Open Babel "
+        "leaves neutral and types as acceptors)",
     "ChimeraX: protein atom not a donor (typing/protonation)":
-        "have a protein donor ChimeraX's residue templates do not allow (e.g. Asp/Glu O without implied H)",
+        "have a protein donor ChimeraX's residue templates do not allow (Asp/Glu carboxylate O, which "
+        "Open Babel protonates)",
     "ChimeraX: ligand atom not a donor (typing/protonation)":
         "have a ligand donor only Open Babel's protonation creates (e.g. phosphate or carboxylate OH)",
     "ChimeraX: metal rule (acceptor coordinates a metal)": "are removed by ChimeraX's metal rule",
@@ -469,11 +473,14 @@ def words(s: dict, result: dict) -> str:
     cx_only = s["chimerax"] - s["shared"]
     pl_only = s["plip"] - s["shared"]
     st = result["stability"]
+    files = sorted({c["file"].split(".")[0] for k in ("same_seed", "other_seed") for c in st[k]["complexes"]})
+    unstable = (f" (changing: {', '.join(files)}; Open Babel places some ligand hydrogens differently from run "
+                f"to run, whatever the hash seed)") if files else ""
     return (
         f"The two engines share {s['shared']} of {s['chimerax'] + s['plip'] - s['shared']} distinct "
         f"protein-atom/ligand-atom pairs (pooled Jaccard {s['pooled_jaccard']:.2f}; per complex mean "
         f"{s['mean_jaccard']:.2f}, median {s['median_jaccard']:.2f}); {s['identical_sets']} of {s['compared']} "
-        f"complexes get identical sets. The ChimeraX-compatible engine finds {s['chimerax']} bonds, PLIP "
+        f"complexes get identical sets ({s['both_empty']} of them with no H-bond in either). The ChimeraX-compatible engine finds {s['chimerax']} bonds, PLIP "
         f"{s['plip']}. Of the {cx_only} pairs only the ChimeraX-compatible engine reports, "
         f"{_reason_phrases(s['chimerax_only_reasons'], cx_only)}. Of the {pl_only} pairs only PLIP reports, "
         f"{_reason_phrases(s['plip_only_reasons'], pl_only)}. In short: PLIP's single criterion (D···A < 4.1 Å, "
@@ -482,8 +489,8 @@ def words(s: dict, result: dict) -> str:
         f"protonation choices remove many bonds ChimeraX keeps, and the two disagree on which atoms can donate "
         f"at all. PLIP repeated its H-bond sets exactly in {st['n'] - st['same_seed']['differing']} of "
         f"{st['n']} reruns with the same hash seed and {st['n'] - st['other_seed']['differing']} of {st['n']} "
-        f"with another seed. The benchmark's answers follow ChimeraX, so PLIP serves as a second opinion, "
-        f"not as a substitute."
+        f"with another seed{unstable}. The benchmark's answers follow ChimeraX, so PLIP serves as a second "
+        f"opinion, not as a substitute."
     )
 
 
@@ -493,7 +500,7 @@ def plot(result: dict, summary: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     recs = [r for r in result["records"] if "error" not in r]
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.2), layout="constrained", width_ratios=[1, 1, 1.5])
     ax = axes[0]
     ax.hist([r["jaccard"] for r in recs], bins=np.linspace(0, 1, 21), color="#4472c4", edgecolor="white")
     ax.set_xlabel("Jaccard index of H-bond pairs (per complex)")
@@ -517,7 +524,6 @@ def plot(result: dict, summary: dict, path: Path) -> None:
     ax.set_yticks(range(len(items)), labels, fontsize=7)
     ax.set_xlabel("pairs")
     ax.set_title("Main reasons for disagreement")
-    fig.tight_layout()
     _atomic(path, lambda p: fig.savefig(p, dpi=110))
     plt.close(fig)
 

@@ -11,11 +11,16 @@ How, and why this way:
 - Real chain breaks (disordered loops missing from the crystal, C···N > 2 Å) split a
   chain into fragments (TER records), so OpenMM neither bonds across the gap nor places
   the backbone H from a far-away carbon; a fragment start is an N-terminus (NH3+), as in
-  ChimeraX, which types such a nitrogen N3+. Every fragment end gets PDBFixer's OXT
-  (Amber's C-terminal templates need it); such added atoms are not pocket atoms.
+  ChimeraX, which types such a nitrogen N3+. Every fragment end gets an OXT (placed
+  here in the carboxyl plane; Amber's C-terminal templates need it); such added atoms
+  are not pocket atoms. A lone residue between two breaks is left out (no Amber template).
 - Selenomethionine (MSE) is protonated as methionine; other modified residues and free
   (HETATM) amino acids get no hydrogens and split the chain (a note lists them).
-- PDBFixer adds missing heavy atoms (no missing loops are modelled); OpenMM's
+- PDBFixer adds missing heavy atoms to incomplete residues within 8 Å of the pocket
+  (incomplete residues farther away are left out like a break; no missing loops are
+  modelled). PDBFixer's placement is sometimes poor (atoms nearly on top of each other);
+  if the result then fails validation, the incomplete residues are left out instead and
+  get no hydrogens (a note says so). OpenMM's
   ``Modeller.addHydrogens(pH=7, forcefield=Amber14)`` chooses variants (HID/HIE/HIP by
   H-bonding, CYX for disulfides, charged Lys/Arg/Asp/Glu), places hydrogens and minimises
   them with the heavy atoms fixed; Python's ``random`` is seeded for the initial placement.
@@ -32,7 +37,7 @@ from __future__ import annotations
 import io
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
@@ -47,6 +52,8 @@ TOOL_DESCRIPTION = ("Explicit hydrogens for the binding-pocket residues at pH 7 
 TOOL_INPUTS = {"structure": "path to an mmCIF/PDB entry", "ligand": "CCD code of the ligand (optional)"}
 
 PEPTIDE_BOND_MAX = 2.0  # Å; a longer C···N gap is a chain break
+NEAR_POCKET = 8.0  # Å; incomplete residues farther from the pocket are left out of the model
+ATTEMPTS = 2  # tries: PDBFixer completion, then without the incomplete residues
 MIN_ATOM_DISTANCE = 0.9  # Å; closer atoms mean a corrupt structure or a misplaced hydrogen
 H_PARENT_RANGE = (0.9, 1.4)  # Å (S–H is 1.34 Å)
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -58,6 +65,10 @@ ALIASES = {"MSE": ("MET", {"SE": "SD"}, {"SE": "S"})}
 
 class ProtonationError(MisiError):
     """The pocket cannot be protonated or the result fails validation (one-line message)."""
+
+    def __init__(self, message: str, retry: bool = False):
+        super().__init__(message)
+        self.retry = retry
 
 
 @dataclass(frozen=True)
@@ -122,14 +133,42 @@ def _atom(atoms: struc.AtomArray, rows: np.ndarray, name: str) -> np.ndarray | N
     return atoms.coord[hit[0]] if hit.size else None
 
 
-def _fragments(atoms: struc.AtomArray, chains: set[str]) -> list[_Fragment]:
-    """Standard amino-acid polymer residues of the given chains, split at chain breaks."""
+@lru_cache(maxsize=64)
+def _heavy_atom_names(name: str) -> frozenset[str]:
+    """Heavy atoms of a standard residue inside a chain (CCD definition without OXT)."""
+    import biotite.structure.info as info
+    res = info.residue(name)
+    return frozenset(str(n) for n, e in zip(res.atom_name, res.element) if e != "H" and n != "OXT")
+
+
+def _is_complete(sub: struc.AtomArray, rows: np.ndarray, name: str) -> bool:
+    parent, renames, _ = ALIASES.get(name, (name, {}, {}))
+    present = {renames.get(str(n), str(n)) for n in sub.atom_name[rows]}
+    return _heavy_atom_names(parent) <= present
+
+
+def _fragments(atoms: struc.AtomArray, chains: set[str], pocket_xyz: np.ndarray | None = None,
+               near: float = NEAR_POCKET) -> list[_Fragment]:
+    """Standard amino-acid polymer residues of the given chains, split at chain breaks (fragments of 2+).
+
+    Residues with missing heavy atoms are kept only within ``near`` Å of ``pocket_xyz``
+    (PDBFixer completes them); farther away they are left out like a chain break, because
+    PDBFixer's placement can be poor and they do not matter for the pocket's hydrogens.
+    """
+    from scipy.spatial import cKDTree
+    tree = cKDTree(pocket_xyz) if pocket_xyz is not None and len(pocket_xyz) else None
     frags: list[_Fragment] = []
     for chain in sorted(chains):
         sub = atoms[atoms.chain_id == chain]
         # Polymer residues only: a HETATM amino acid is a free molecule (ligand, additive), not chain.
-        residues = [(k, r) for k, r in _residues(sub)
-                    if (k.name in STANDARD and not sub.hetero[r[0]]) or k.name in ALIASES]
+        residues = []
+        for k, r in _residues(sub):
+            if not ((k.name in STANDARD and not sub.hetero[r[0]]) or k.name in ALIASES):
+                continue
+            if tree is not None and not _is_complete(sub, r, k.name):
+                if tree.query(sub.coord[r], distance_upper_bound=near)[0].min() > near:
+                    continue
+            residues.append((k, r))
         current: list[tuple[ResidueKey, np.ndarray]] = []
         prev_c = None
         for key, rows in residues:
@@ -141,9 +180,12 @@ def _fragments(atoms: struc.AtomArray, chains: set[str]) -> list[_Fragment]:
             prev_c = _atom(sub, rows, "C")
         if current:
             frags.append(_Fragment(chain, current, True))
-    # Rows were relative to the chain sub-array: make them absolute.
+    # Rows were relative to the chain sub-array: make them absolute. A lone residue between
+    # breaks is dropped: Amber has no template for a residue that is both N- and C-terminal.
     out = []
     for fr in frags:
+        if len(fr.residues) < 2:
+            continue
         base = np.flatnonzero(atoms.chain_id == fr.chain)
         out.append(_Fragment(fr.chain, [(k, base[r]) for k, r in fr.residues], fr.true_end))
     return out
@@ -321,25 +363,53 @@ def validate_protonated(coords: np.ndarray, elements: list[str], parents: np.nda
 
 
 def protonate_pocket(cx: Complex, ph: float = 7.0, seed: int = 0) -> ProtonatedPocket:
-    """Explicit hydrogens for every pocket heavy atom of ``cx`` (see the module docstring)."""
+    """Explicit hydrogens for every pocket heavy atom of ``cx`` (see the module docstring).
+
+    PDBFixer completes residues with missing heavy atoms near the pocket. Its placement can
+    be poor (atoms on top of each other); when the result then fails validation, another
+    seed is tried, and finally the incomplete residues are left out of the model (they get
+    no hydrogens, a note says so). Other failures raise ProtonationError at once.
+    """
     t0 = time.perf_counter()
-    notes: list[str] = []
     full = read_atoms(cx.source)
     pocket_keys = {k: i for i, k in enumerate(cx.residues())}
     chains = {k.chain for k in pocket_keys}
-    frags = _fragments(full, chains)
-    modelled = {k for fr in frags for k, _ in fr.residues}
-    skipped = [k for k in pocket_keys if k not in modelled]
-    if skipped:
-        notes.append("no hydrogens for non-standard or non-polymer residues: "
-                     + ", ".join(sorted({k.label() for k in skipped})))
-    if not modelled & set(pocket_keys):
-        raise ProtonationError(f"{cx.pdb_id}: no standard amino-acid residue in the pocket to protonate")
-    breaks = sum(1 for fr in frags if not fr.true_end)
-    if breaks:
-        notes.append(f"{breaks} chain break(s): fragments protonated with charged termini")
+    plans = [(NEAR_POCKET, seed + k) for k in range(ATTEMPTS - 1)] + [(-1.0, seed)]
+    errors: list[str] = []
+    for near, plan_seed in plans:
+        notes: list[str] = []
+        frags = _fragments(full, chains, cx.pocket.coord, near)
+        modelled = {k for fr in frags for k, _ in fr.residues}
+        skipped = [k for k in pocket_keys if k not in modelled]
+        if skipped:
+            notes.append("no hydrogens for non-standard, non-polymer, isolated" + (" or incomplete" if near < 0 else "")
+                         + " residues: " + ", ".join(sorted({k.label() for k in skipped})))
+        if not modelled & set(pocket_keys):
+            raise ProtonationError(f"{cx.pdb_id}: no standard amino-acid residue in the pocket to protonate")
+        breaks = sum(1 for fr in frags if not fr.true_end)
+        if breaks:
+            notes.append(f"{breaks} chain break(s) (gaps, or incomplete residues left out): "
+                         "fragments protonated with charged termini")
+        try:
+            result = _attempt(cx, _model_pdb(full, frags), frags, pocket_keys, ph, plan_seed)
+        except ProtonationError as exc:
+            if not exc.retry:
+                raise
+            errors.append(str(exc))
+            continue
+        if errors:
+            notes.append(f"PDBFixer's completion failed validation {len(errors)} time(s) ({errors[-1]}); "
+                         + ("another seed worked" if near >= 0 else "incomplete residues left out"))
+        return replace(result, seconds=time.perf_counter() - t0, notes=tuple(notes + list(result.notes)))
+    raise ProtonationError(errors[-1])
+
+
+def _attempt(cx: Complex, model: str, frags: list[_Fragment], pocket_keys: dict[ResidueKey, int], ph: float,
+             seed: int) -> ProtonatedPocket:
+    """One protonation with one seed; ProtonationError.retry says whether another seed may help."""
+    notes: list[str] = []
     try:
-        topology, pos, variants, added, model_notes = _protonate_model(_model_pdb(full, frags), frags, ph, seed)
+        topology, pos, variants, added, model_notes = _protonate_model(model, frags, ph, seed)
         notes.extend(model_notes)
     except ProtonationError:
         raise
@@ -404,7 +474,11 @@ def protonate_pocket(cx: Complex, ph: float = 7.0, seed: int = 0) -> ProtonatedP
                     hydrogens[pocket_index[k]].append(pos[atom.index])
                     h_names[pocket_index[k]].append(atom.name)
     text = _validation_pdb(records)
-    validate_protonated(np.array([r[5] for r in records]), [r[1] for r in records], np.array(parents), text)
+    try:
+        validate_protonated(np.array([r[5] for r in records]), [r[1] for r in records], np.array(parents), text)
+    except ProtonationError as exc:
+        # Atoms PDBFixer placed can be at fault; another seed places them differently.
+        raise ProtonationError(f"{cx.pdb_id}: {exc}", retry=bool(added)) from None
     if added_pocket:
         notes.append(f"{len(added_pocket)} heavy atom(s) added to pocket residues (PDBFixer; OXT at fragment ends): "
                      + ", ".join(added_pocket[:6]) + (" ..." if len(added_pocket) > 6 else ""))
@@ -413,4 +487,4 @@ def protonate_pocket(cx: Complex, ph: float = 7.0, seed: int = 0) -> ProtonatedP
         hydrogens={i: (np.array(v, dtype=float).reshape(-1, 3)) for i, v in hydrogens.items()},
         hydrogen_names={i: tuple(v) for i, v in h_names.items()},
         variants=chosen, added_heavy_atoms=tuple(added_pocket), pdb_text=text,
-        seconds=time.perf_counter() - t0, notes=tuple(notes))
+        seconds=0.0, notes=tuple(notes))
