@@ -50,10 +50,15 @@ from misi_agent.tools.spatial_records import AtomDetection, DetectedAtom
 # Colour classes looked for when nothing else is known (the scene's own classes are used when a structure is).
 DEFAULT_CLASSES: tuple[str, ...] = ("O", "N", "LIGAND_C", "POCKET_C0", "POCKET_C1", "S", "P", "F", "CL")
 POCKET_CLASSES = frozenset({"POCKET_C0", "POCKET_C1"})
+ACHROMATIC = frozenset({"LIGAND_C"})  # neutral grey: its prototype stays at the origin of the chroma plane
+CLASS_IDS = {name: i for i, name in enumerate(HEX)}  # a fixed number per colour class (for one k-d tree over all classes)
+CLASS_SEPARATION = 1.0e5  # px: classes are stacked this far apart in a third coordinate so they never match
 OUTPUT_CLASS = {"O": "O", "N": "N", "LIGAND_C": "LIGAND_C", "POCKET_C0": "POCKET_C0", "POCKET_C1": "POCKET_C1"}
 MAX_ACCEPT = 0.2  # largest acceptance radius of a class in the chroma plane
 ACCEPT_FRACTION = 0.45  # acceptance radius = this × distance to the nearest other prototype
 MAX_DRIFT = 0.12  # how far calibration may move a prototype from the benchmark colour
+GREY_ACCEPT = 0.1  # ligand carbons are neutral grey: a tight radius and no drift, or light label text (yellowish,
+# about 0.2 from grey) would be taken for ligand carbon when labels are many
 VALUE_MARGIN = 0.12  # a pixel is foreground when its value exceeds the background's by this much
 BORDER = 3  # px of image border used to estimate the background
 BALL_FACTOR = 1.6  # a ball is at least this many stick half-widths wide (radius)
@@ -118,14 +123,20 @@ class ColourModel:
     background: np.ndarray  # (3,) RGB
 
 
-def acceptance_radii(chroma: np.ndarray) -> np.ndarray:
-    """Per prototype: ACCEPT_FRACTION × distance to the nearest other prototype, at most MAX_ACCEPT."""
+def acceptance_radii(chroma: np.ndarray, names: Sequence[str] = ()) -> np.ndarray:
+    """Per prototype: ACCEPT_FRACTION × distance to the nearest other prototype, at most MAX_ACCEPT
+    (GREY_ACCEPT for the neutral grey of ligand carbons)."""
     k = len(chroma)
     if k < 2:
-        return np.full(k, MAX_ACCEPT)
-    d = np.linalg.norm(chroma[:, None] - chroma[None], axis=2)
-    d[np.arange(k), np.arange(k)] = np.inf
-    return np.minimum(ACCEPT_FRACTION * d.min(axis=1), MAX_ACCEPT)
+        out = np.full(k, MAX_ACCEPT)
+    else:
+        d = np.linalg.norm(chroma[:, None] - chroma[None], axis=2)
+        d[np.arange(k), np.arange(k)] = np.inf
+        out = np.minimum(ACCEPT_FRACTION * d.min(axis=1), MAX_ACCEPT)
+    for j, n in enumerate(names):
+        if n in ACHROMATIC:
+            out[j] = min(out[j], GREY_ACCEPT)
+    return out
 
 
 def _assign(c: np.ndarray, chroma: np.ndarray, radius: np.ndarray) -> np.ndarray:
@@ -171,16 +182,16 @@ def calibrate_colours(rgb: np.ndarray, classes: Sequence[str] = DEFAULT_CLASSES,
         c = c[:: len(c) // 40000 + 1]
     chroma = prior.copy()
     for _ in range(rounds):
-        radius = acceptance_radii(chroma)
+        radius = acceptance_radii(chroma, names)
         k = _assign(c, chroma, radius)
         for j in range(len(names)):
             pts = c[k == j]
-            if len(pts) >= MIN_CLASS_PIXELS:
+            if len(pts) >= MIN_CLASS_PIXELS and names[j] not in ACHROMATIC:
                 m = np.median(pts, axis=0)
                 drift = m - prior[j]
                 n = np.linalg.norm(drift)
                 chroma[j] = prior[j] + (drift if n <= MAX_DRIFT else drift * (MAX_DRIFT / n))
-    return ColourModel(names, chroma, acceptance_radii(chroma), v_min, bg)
+    return ColourModel(names, chroma, acceptance_radii(chroma, names), v_min, bg)
 
 
 def _neighbourhood(a: np.ndarray, fill, op) -> np.ndarray:
@@ -285,6 +296,22 @@ class ImageAnalysis:
     def trees(self) -> dict[str, cKDTree]:
         """A k-d tree of every class's centre-line points (built on first use)."""
         return {n: cKDTree(p) for n, p in self.ridge.items() if len(p)}
+
+    @cached_property
+    def tree3(self) -> cKDTree | None:
+        """One k-d tree of all centre-line points as (x, y, class id × CLASS_SEPARATION)."""
+        return stacked_tree(self.ridge)
+
+
+def stack_classes(points: dict[str, np.ndarray]) -> np.ndarray:
+    """(M, 3) array of every class's 2D points with the class id (× CLASS_SEPARATION) as a third coordinate."""
+    parts = [np.column_stack([p, np.full(len(p), CLASS_IDS[n] * CLASS_SEPARATION)]) for n, p in points.items() if len(p)]
+    return np.concatenate(parts) if parts else np.zeros((0, 3))
+
+
+def stacked_tree(points: dict[str, np.ndarray]) -> cKDTree | None:
+    pts = stack_classes(points)
+    return cKDTree(pts) if len(pts) else None
 
 
 def analyse_image(image: Any, classes: Sequence[str] = DEFAULT_CLASSES, model: ColourModel | None = None) -> ImageAnalysis:

@@ -27,19 +27,23 @@ interaction_location   1-6 front/left/top/back/right/bottom
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from misi_agent.bench import tasks as T
-from misi_agent.camera import VIEW_COMMANDS, CommandError, Command, NEAR, format_commands, parse_commands, rotation_matrix
+from misi_agent.camera import NEAR, VIEW_COMMANDS, Command, CommandError, compose_rigid, format_commands, parse_commands
 from misi_agent.errors import MisiError
 from misi_agent.scene import Scene, scene_from_complex
 from misi_agent.structure import Complex
 from misi_agent.tools.command_search import REFINE_TOP, Ranking, move_roll_pairs, moves, rank, roll_pairs, rolls, score_candidates
 from misi_agent.tools.registration import (
+    OK_EXPLAINED,
+    OK_MATCHED,
     ScenePoints,
     ViewCamera,
     backward_samples,
@@ -52,12 +56,12 @@ from misi_agent.tools.registration import (
     moment_shift,
     unexplained,
 )
-from misi_agent.tools.spatial_records import Candidate, Registration, SpatialAnswer
+from misi_agent.tools.spatial_records import Registration, SpatialAnswer
 
 SURE_MARGIN_PX = 0.15  # a runner-up this much worse (chamfer px at 512) leaves the answer clear
 SURE_MARGIN_A = 0.75  # interaction location: Å between the best and the next option's distance
+RESULT_OK = 0.3  # a result image is explained when this share of atoms is matched and of its pixels explained
 JOINT_TOP = 5  # multiple choice: the best few inferred command pairs tried against every option
-DOCK_S_SPAN = 3  # docking: whole-Å shifts tried either side of the measured one
 DOCK_TOP_ROLLS = 6  # docking: rolls refined on the ligand views and tried with every shift
 
 
@@ -86,12 +90,51 @@ class Registered:
     camera: ViewCamera
 
 
+_REGISTERED: "OrderedDict[tuple, tuple[Complex, Registered]]" = OrderedDict()
+
+
+def _cached(kind: str, cx: Complex, image: Any, make) -> Registered:
+    """Registrations of image files are remembered per complex object (the ligand-choice check and the
+    solver then share one)."""
+    if not isinstance(image, (str, Path)):
+        return make()
+    try:
+        st = os.stat(image)
+    except OSError:
+        return make()
+    key = (kind, id(cx), str(Path(image).resolve()), st.st_size, st.st_mtime_ns)
+    hit = _REGISTERED.get(key)
+    if hit is not None and hit[0] is cx:
+        _REGISTERED.move_to_end(key)
+        return hit[1]
+    reg = make()
+    _REGISTERED[key] = (cx, reg)
+    while len(_REGISTERED) > 16:
+        _REGISTERED.popitem(last=False)
+    return reg
+
+
 def register_front(cx: Complex, image: Any) -> Registered:
-    """Register the complex's canonical front view to an image of it."""
-    scene = scene_from_complex(cx, "front")
-    sp = scene_points(scene)
-    rec, cam = register(scene, image, points=sp)
-    return Registered(scene, sp, rec, cam)
+    """Register the complex's canonical front view to an image of it (the benchmark framing as the start)."""
+    def make() -> Registered:
+        scene = scene_from_complex(cx, "front")
+        sp = scene_points(scene)
+        rec, cam = register(scene, image, points=sp)
+        return Registered(scene, sp, rec, cam)
+
+    return _cached("front", cx, image, make)
+
+
+def register_pocket(cx: Complex, image: Any) -> Registered:
+    """Register the pocket alone (front orientation, framing unknown) to an image of the pocket alone."""
+    def make() -> Registered:
+        front = scene_from_complex(cx, "front")
+        scene = front.subset(~front.is_ligand)
+        sp = scene_points(scene)
+        rec, cam, _ = _register_free(sp, image)
+        return Registered(scene, sp, rec, cam)
+
+    return _cached("pocket", cx, image, make)
 
 
 def _scale(image_an) -> float:
@@ -99,9 +142,10 @@ def _scale(image_an) -> float:
 
 
 def _result_fit(an, sp: ScenePoints, cam: ViewCamera) -> dict[str, float]:
+    """How well the winning prediction explains the image it was matched to (zoomed views explain less)."""
     q = fit_quality(an, sp, cam)
     return {"matched": q["matched"], "explained": q["explained"], "chamfer": q["chamfer"],
-            "ok": q["matched"] >= 0.3 and q["explained"] >= 0.3}
+            "ok": q["matched"] >= RESULT_OK and q["explained"] >= RESULT_OK}
 
 
 def _answer(task: str, ranking: Ranking, registrations: Sequence[Registration], result_fits: Sequence[dict],
@@ -168,7 +212,7 @@ def solve_zoom(images: Sequence[Any], cx: Complex) -> SpatialAnswer:
 # ----------------------------------------------------------------------------- multiple choice
 
 
-def _choose_option(task: str, ref: Registered, pairs: list, ref_costs: np.ndarray, target: Registered,
+def _choose_option(task: str, ref: Registered, ref_after, pairs: list, ref_costs: np.ndarray, target: Registered,
                    option_images: Sequence[Any], repeat: int, notes: list[str], extra_regs: list[Registration]) -> SpatialAnswer:
     """Pick the option image that the inferred command pair explains best.
 
@@ -193,14 +237,14 @@ def _choose_option(task: str, ref: Registered, pairs: list, ref_costs: np.ndarra
     k_best = ranking.best
     j_best = int(np.argmin(joint[k_best]))
     inferred = format_commands(list(pairs[order[j_best]]))
-    fit = _result_fit(ans[k_best], target.points.moved(list(pairs[order[j_best]]) * repeat), target.camera)
-    ref_fit_an = None
+    best_pair = list(pairs[order[j_best]])
+    fits = [_result_fit(ref_after, ref.points.moved(best_pair), ref.camera),
+            _result_fit(ans[k_best], target.points.moved(best_pair * repeat), target.camera)]
     details = {"inferred_commands": inferred, "reference_top": [c.to_dict() for c in ref_rank.top()],
                "option_costs": {L: float(c) for L, c in zip(letters, table[:, j_best])},
                "option_joint_costs": {L: float(c) for L, c in zip(letters, option_costs)}}
-    del ref_fit_an
     sure = SURE_MARGIN_PX * _scale(ans[0])
-    return _answer(task, ranking, [ref.record] + extra_regs, [fit], details, notes, sure)
+    return _answer(task, ranking, [ref.record] + extra_regs, fits, details, notes, sure)
 
 
 def solve_translation_rotation(images: Sequence[Any], cx: Complex, target: Complex) -> SpatialAnswer:
@@ -215,7 +259,7 @@ def solve_translation_rotation(images: Sequence[Any], cx: Complex, target: Compl
     an = image_analysis(images[3], ref.points.names)
     costs = score_candidates(an, ref.points, ref.camera, pairs, refine_top=REFINE_TOP)
     tgt = register_front(target, images[4])
-    return _choose_option(T.TRANSLATION_ROTATION, ref, pairs, costs, tgt, images[7:11], 1, [], [tgt.record])
+    return _choose_option(T.TRANSLATION_ROTATION, ref, an, pairs, costs, tgt, images[7:11], 1, [], [tgt.record])
 
 
 def solve_rotation_rotation(images: Sequence[Any], cx: Complex) -> SpatialAnswer:
@@ -227,15 +271,10 @@ def solve_rotation_rotation(images: Sequence[Any], cx: Complex) -> SpatialAnswer
     an = image_analysis(images[3], ref.points.names)
     costs = score_candidates(an, ref.points, ref.camera, pairs, refine_top=REFINE_TOP)
     # the options show the state of image 4 moved again by the pair: the front state moved twice
-    return _choose_option(T.ROTATION_ROTATION, ref, pairs, costs, ref, images[4:8], 2, [], [])
+    return _choose_option(T.ROTATION_ROTATION, ref, an, pairs, costs, ref, images[4:8], 2, [], [])
 
 
 # ----------------------------------------------------------------------------- docking
-
-
-def _view_points(sp: ScenePoints, view: str) -> ScenePoints:
-    """The points turned into a canonical view about their own centroid (the camera shift absorbs the centre)."""
-    return sp.moved(list(VIEW_COMMANDS[view]))
 
 
 def _register_free(sp: ScenePoints, image: Any) -> tuple[Registration, ViewCamera, Any]:
@@ -245,7 +284,7 @@ def _register_free(sp: ScenePoints, image: Any) -> tuple[Registration, ViewCamer
     start = cam0.with_shift(moment_shift(an, sp, cam0))
     cam = refine_shift(an, sp, start)
     q = fit_quality(an, sp, cam)
-    ok = q["matched"] >= 0.3 and q["explained"] >= 0.3
+    ok = q["matched"] >= OK_MATCHED and q["explained"] >= OK_EXPLAINED
     rec = Registration(an.width, an.height, cam.fov_deg, tuple(float(v) for v in cam.shift), q["residual"], q["chamfer"],
                        q["matched"], q["explained"], q["tol"], bool(ok), q["n_in_image"], (),
                        () if ok else ("poor fit: the structure may not be what the image shows",))
@@ -261,10 +300,10 @@ def solve_docking(images: Sequence[Any], cx: Complex) -> SpatialAnswer:
     every roll of the grid predicts the ligand's shape in the three views (centred, its depth
     from the spread of its pixels, then refined by ICP for the best few) and is scored
     against them. s is read from the image of both together (7): the pocket's known shape
-    fixes that image's camera, the ligand's unexplained pixels give a first s, and every
-    whole-Å s near it (with the best rolls) is scored on the whole scene. The answer undoes
-    the best (R, s): ``roll a −θ, move x −s``. The pocket-alone front view (1) is registered
-    too, to check that the structure is the one shown.
+    fixes that image's camera, the class pixels the pocket does not explain are the ligand's,
+    and every whole-Å s of the grid (with each of the best rolls) is scored against them. The
+    answer undoes the best (R, s): ``roll a −θ, move x −s``. The pocket-alone front view (1)
+    is registered too, to check that the structure is the one shown.
     """
     images = _check_images(images, T.DOCKING)
     front = scene_from_complex(cx, "front")
@@ -272,7 +311,7 @@ def solve_docking(images: Sequence[Any], cx: Complex) -> SpatialAnswer:
     pocket_sp = scene_points(front.subset(~lig))
     ligand_sp = scene_points(front.subset(lig))
     views = list(T.VIEWS3)
-    pocket_rec, _, _ = _register_free(pocket_sp, images[0])
+    pocket_rec = register_pocket(cx, images[0]).record
     # --- R from the ligand-alone views
     lig_ans = [image_analysis(im, ligand_sp.names) for im in images[3:6]]
     samples = [backward_samples(an, ligand_sp.names) for an in lig_ans]
@@ -339,27 +378,12 @@ def _centred_camera(an, sp: ScenePoints) -> ViewCamera:
 
 def _move_ligand(sp: ScenePoints, scene: Scene, commands) -> ScenePoints:
     """The whole scene's points with only the ligand's points moved (rolls about the ligand's centroid)."""
-    from misi_agent.camera import compose_rigid
-
-    lig_atoms = np.asarray(scene.is_ligand, bool)
-    center = scene.coords[lig_atoms].mean(axis=0)
-    R, t = compose_rigid(commands, center)
-    is_lig_pt = _ligand_point_mask(sp, scene)
-    pts = sp.points.copy()
-    pts[is_lig_pt] = pts[is_lig_pt] @ R.T + t
-    from dataclasses import replace
-
-    return replace(sp, points=pts)
-
-
-def _ligand_point_mask(sp: ScenePoints, scene: Scene) -> np.ndarray:
-    """Which of a whole scene's points belong to the ligand (its atoms and its bonds' samples)."""
-    n_atoms = len(scene)
     lig = np.asarray(scene.is_ligand, bool)
-    bonds = np.asarray(scene.bonds, int).reshape(-1, 2)
-    bond_lig = lig[bonds[:, 0]] & lig[bonds[:, 1]] if len(bonds) else np.zeros(0, bool)
-    n_rep = (len(sp.points) - n_atoms) // max(1, len(bonds)) if len(bonds) else 0
-    return np.concatenate([lig] + [bond_lig] * n_rep)
+    R, t = compose_rigid(commands, scene.coords[lig].mean(axis=0))
+    mask = lig[sp.owner]
+    pts = sp.points.copy()
+    pts[mask] = pts[mask] @ R.T + t
+    return replace(sp, points=pts)
 
 
 # ----------------------------------------------------------------------------- interaction location

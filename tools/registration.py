@@ -26,7 +26,11 @@ starting from the benchmark's framing and, if that fits badly, from the image's 
 from __future__ import annotations
 
 import math
+import os
+from collections import OrderedDict
 from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -34,7 +38,17 @@ from scipy.spatial import cKDTree
 
 from misi_agent.camera import FOV_DEG, NEAR, compose_rigid
 from misi_agent.scene import Scene
-from misi_agent.tools.atom_detection import DEFAULT_CLASSES, ImageAnalysis, analyse_image, as_rgb, find_balls
+from misi_agent.tools.atom_detection import (
+    CLASS_IDS,
+    CLASS_SEPARATION,
+    DEFAULT_CLASSES,
+    ImageAnalysis,
+    analyse_image,
+    as_rgb,
+    find_balls,
+    stack_classes,
+    stacked_tree,
+)
 from misi_agent.tools.spatial_records import Correspondence, Registration
 
 HALF_BOND_SAMPLES = (0.2, 0.4)  # fractions along a bond from each atom where points of its colour are placed
@@ -43,9 +57,11 @@ ICP_TAUS = (24.0, 12.0, 6.0, 4.0)  # correspondence cut-offs (px at 512) for the
 ICP_STEPS = 6  # Gauss–Newton steps per cut-off
 MAX_BACKWARD = 2500  # centre-line samples per image for the backward term
 MATCH_TOL_PX = 3.0  # px at 512: an atom is matched when a pixel of its class lies this close
-OK_MATCHED = 0.3  # registration is trusted when at least this share of atoms is matched ...
-OK_EXPLAINED = 0.3  # ... and at least this share of the class centre lines is explained
-# (right structures: 0.5-0.75 matched, 0.45-1.0 explained; another entry's: about 0.1 and 0.15)
+EXPLAIN_WIDTHS = 2.0  # a centre-line pixel is explained by a predicted point within this many half-widths (or the tolerance)
+OK_MATCHED = 0.25  # registration is trusted when at least this share of atoms is matched ...
+OK_EXPLAINED = 0.85  # ... and at least this share of the class centre lines is explained
+# (initial views of the right structure: 0.4-0.8 matched, 0.95-1.0 explained; another entry's or another
+# ligand copy's pocket: about 0.1 and 0.2; another ligand whose pocket overlaps this one: 0.5 and 0.7)
 EXTRA_CLASSES = ("BR", "I")  # analysed only when the scene holds them (Br is close to O in colour)
 
 
@@ -57,8 +73,9 @@ class ScenePoints:
     """What a scene should show, as points: every atom plus samples along every half-bond.
 
     ``points`` are view coordinates (Å); ``cls`` indexes ``names`` (colour classes);
-    ``atom`` is the scene atom index of atom points and −1 for bond samples; ``center`` is the
-    centroid of the atoms (the centre of rotation of the command language).
+    ``atom`` is the scene atom index of atom points and −1 for bond samples; ``owner`` the
+    atom whose half-bond (and colour) a point belongs to (the atom itself for atom points);
+    ``center`` is the centroid of the atoms (the centre of rotation of the command language).
     """
 
     points: np.ndarray
@@ -66,6 +83,13 @@ class ScenePoints:
     names: tuple[str, ...]
     atom: np.ndarray
     center: np.ndarray
+    owner: np.ndarray
+
+    @property
+    def class_key(self) -> np.ndarray:
+        """Per point: its class id × CLASS_SEPARATION (the third coordinate of the stacked k-d trees)."""
+        ids = np.array([CLASS_IDS[n] * CLASS_SEPARATION for n in self.names], float)
+        return ids[self.cls]
 
     def moved(self, commands) -> "ScenePoints":
         """The same points after commands (rolls about the atoms' centroid, which moves with them)."""
@@ -79,7 +103,8 @@ class ScenePoints:
 
     def subset(self, mask: np.ndarray) -> "ScenePoints":
         mask = np.asarray(mask, bool)
-        return replace(self, points=self.points[mask], cls=self.cls[mask], atom=self.atom[mask])
+        return replace(self, points=self.points[mask], cls=self.cls[mask], atom=self.atom[mask],
+                       owner=self.owner[mask])
 
     @property
     def is_atom(self) -> np.ndarray:
@@ -92,7 +117,8 @@ def scene_points(scene: Scene, samples: Sequence[float] = HALF_BOND_SAMPLES) -> 
     names = tuple(dict.fromkeys(classes))
     cidx = np.array([names.index(c) for c in classes], int)
     coords = np.asarray(scene.coords, float)
-    pts, cls, atom = [coords], [cidx], [np.arange(len(coords))]
+    idx = np.arange(len(coords))
+    pts, cls, atom, owner = [coords], [cidx], [idx], [idx]
     bonds = np.asarray(scene.bonds, int).reshape(-1, 2)
     if len(bonds):
         a, b = bonds[:, 0], bonds[:, 1]
@@ -100,8 +126,9 @@ def scene_points(scene: Scene, samples: Sequence[float] = HALF_BOND_SAMPLES) -> 
             pts += [(1 - t) * coords[a] + t * coords[b], t * coords[a] + (1 - t) * coords[b]]
             cls += [cidx[a], cidx[b]]
             atom += [np.full(len(a), -1), np.full(len(b), -1)]
+            owner += [a, b]
     return ScenePoints(np.concatenate(pts), np.concatenate(cls), names, np.concatenate(atom),
-                       coords.mean(axis=0) if len(coords) else np.zeros(3))
+                       coords.mean(axis=0) if len(coords) else np.zeros(3), np.concatenate(owner))
 
 
 # ----------------------------------------------------------------------------- camera
@@ -141,12 +168,36 @@ class ViewCamera:
 # ----------------------------------------------------------------------------- images
 
 
+_ANALYSES: "OrderedDict[tuple, ImageAnalysis]" = OrderedDict()
+ANALYSIS_CACHE = 32  # analyses of image files kept (a solver and its ligand-choice checks share them)
+
+
 def image_analysis(image: Any, classes: Sequence[str] = ()) -> ImageAnalysis:
-    """The colour-class analysis of an image for matching a scene with ``classes`` (plus the usual ones)."""
-    if isinstance(image, ImageAnalysis):
+    """The colour-class analysis of an image for matching a scene with ``classes`` (plus the usual ones).
+
+    Analyses of image *files* are cached (by path, size and modification time), so the same
+    picture is analysed once however many hypotheses are matched against it.
+    """
+    if isinstance(image, (ImageAnalysis, PixelEvidence)):
         return image
     extra = tuple(c for c in EXTRA_CLASSES if c in classes)
-    return analyse_image(as_rgb(image), DEFAULT_CLASSES + extra)
+    names = DEFAULT_CLASSES + extra
+    key = None
+    if isinstance(image, (str, Path)):
+        try:
+            st = os.stat(image)
+            key = (str(Path(image).resolve()), st.st_size, st.st_mtime_ns, names)
+        except OSError:
+            key = None
+        if key is not None and key in _ANALYSES:
+            _ANALYSES.move_to_end(key)
+            return _ANALYSES[key]
+    an = analyse_image(as_rgb(image), names)
+    if key is not None:
+        _ANALYSES[key] = an
+        while len(_ANALYSES) > ANALYSIS_CACHE:
+            _ANALYSES.popitem(last=False)
+    return an
 
 
 @dataclass(frozen=True)
@@ -157,9 +208,13 @@ class PixelEvidence:
     height: int
     ridge: dict[str, np.ndarray]
 
-    @property
+    @cached_property
     def trees(self) -> dict[str, cKDTree]:
         return {n: cKDTree(p) for n, p in self.ridge.items() if len(p)}
+
+    @cached_property
+    def tree3(self) -> cKDTree | None:
+        return stacked_tree(self.ridge)
 
 
 def unexplained(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera, tol_px: float = 4.0) -> PixelEvidence:
@@ -186,14 +241,22 @@ def _scale(an: ImageAnalysis) -> float:
     return an.width / 512.0
 
 
-def backward_samples(an: ImageAnalysis, names: Sequence[str], cap: int = MAX_BACKWARD) -> dict[str, np.ndarray]:
+class Samples(dict):
+    """Centre-line samples per class (a dict) that also keeps them stacked for one k-d tree query."""
+
+    @cached_property
+    def stacked(self) -> np.ndarray:
+        return stack_classes(self)
+
+
+def backward_samples(an: ImageAnalysis, names: Sequence[str], cap: int = MAX_BACKWARD) -> Samples:
     """Centre-line points of the classes in ``names``, thinned evenly to at most ``cap`` in total."""
     pts = {n: an.ridge[n] for n in names if n in an.ridge and len(an.ridge[n])}
     total = sum(len(p) for p in pts.values())
     if total > cap:
         step = int(math.ceil(total / cap))
         pts = {n: p[::step] for n, p in pts.items()}
-    return pts
+    return Samples(pts)
 
 
 @dataclass
@@ -208,54 +271,50 @@ class MatchCost:
 
 
 def match_cost(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera, tau: float | None = None,
-               backward: bool = True, samples: dict[str, np.ndarray] | None = None,
-               atoms_only: bool = False) -> MatchCost:
+               backward: bool = True, samples: Samples | None = None, atoms_only: bool = False) -> MatchCost:
     """Symmetric truncated chamfer cost of ``sp`` seen through ``camera`` against the image.
 
     Forward: predicted points inside the image → nearest centre-line pixel of their class.
     Backward: centre-line pixels of the scene's classes → nearest predicted point of their
     class (points just outside the image count, so cropped atoms still explain pixels at the
     border). Each distance is capped at ``tau`` (default :data:`TAU_PX` scaled to the image).
-    With no predicted point in the image the cost is ``tau``.
+    With no predicted point in the image the cost is ``tau``. All classes are matched in one
+    k-d tree query per direction: the class id is a far-apart third coordinate.
     """
     tau = TAU_PX * _scale(an) if tau is None else tau
     uv, depth = camera.project(sp.points)
-    front = (depth > NEAR) & np.isfinite(uv).all(axis=1)
-    inside = camera.in_view(uv, depth)
+    front = (depth > NEAR) & ~np.isnan(uv[:, 0])
+    u, v = uv[:, 0], uv[:, 1]
+    inside = front & (u >= 0) & (u < camera.width) & (v >= 0) & (v < camera.height)
     if atoms_only:
-        inside &= sp.is_atom
-    f_sum, f_n, b_sum, b_n = 0.0, 0, 0.0, 0
-    trees = an.trees
-    for k, name in enumerate(sp.names):
-        sel = inside & (sp.cls == k)
-        n = int(np.count_nonzero(sel))
-        if n:
-            tree = trees.get(name)
-            if tree is None:
-                f_sum += tau * n
-            else:
-                d, _ = tree.query(uv[sel], distance_upper_bound=tau)
-                f_sum += float(np.minimum(d, tau).sum())
-            f_n += n
+        inside = inside & sp.is_atom
+    key = sp.class_key
+    n_f = int(np.count_nonzero(inside))
+    f_sum = 0.0
+    if n_f:
+        tree = an.tree3
+        if tree is None:
+            f_sum = tau * n_f
+        else:
+            q = np.column_stack([uv[inside], key[inside]])
+            d, _ = tree.query(q, distance_upper_bound=tau)
+            f_sum = float(np.minimum(d, tau).sum())
+    b_sum, n_b = 0.0, 0
     if backward:
         samples = samples if samples is not None else backward_samples(an, sp.names)
-        margin = tau
-        near = camera.in_view(uv, depth, margin) & front
-        for name, pts in samples.items():
-            if name not in sp.names:
-                continue
-            k = sp.names.index(name)
-            sel = near & (sp.cls == k)
-            if not np.any(sel):
-                b_sum += tau * len(pts)
+        pts = samples.stacked
+        n_b = len(pts)
+        if n_b:
+            near = front & (u >= -tau) & (u < camera.width + tau) & (v >= -tau) & (v < camera.height + tau)
+            if np.any(near):
+                d, _ = cKDTree(np.column_stack([uv[near], key[near]])).query(pts, distance_upper_bound=tau)
+                b_sum = float(np.minimum(d, tau).sum())
             else:
-                d, _ = cKDTree(uv[sel]).query(pts, distance_upper_bound=tau)
-                b_sum += float(np.minimum(d, tau).sum())
-            b_n += len(pts)
-    fwd = f_sum / f_n if f_n else tau
-    bwd = b_sum / b_n if b_n else (tau if backward else 0.0)
+                b_sum = tau * n_b
+    fwd = f_sum / n_f if n_f else tau
+    bwd = b_sum / n_b if n_b else (tau if backward else 0.0)
     cost = 0.5 * (fwd + bwd) if backward else fwd
-    return MatchCost(float(cost), float(fwd), float(bwd), f_n, b_n)
+    return MatchCost(float(cost), float(fwd), float(bwd), n_f, n_b)
 
 
 # ----------------------------------------------------------------------------- ICP
@@ -381,13 +440,18 @@ def fit_quality(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera) -> dict[
     samples = backward_samples(an, sp.names)
     expl_n, expl_ok = 0, 0
     front = (depth > NEAR) & np.isfinite(uv).all(axis=1)
-    for name, pts in samples.items():
+    total = sum(len(an.ridge[n]) for n in samples)
+    step = max(1, int(math.ceil(total / MAX_BACKWARD)))
+    for name in samples:
+        pts, width = an.ridge[name][::step], an.ridge_width[name][::step]
+        # a centre-line pixel of a thick (near) stick is explained by a bond point within its width
+        tol_i = np.maximum(tol, EXPLAIN_WIDTHS * width)
         k = sp.names.index(name)
         sel = front & (sp.cls == k)
         expl_n += len(pts)
         if np.any(sel):
-            d, _ = cKDTree(uv[sel]).query(pts, distance_upper_bound=tol)
-            expl_ok += int(np.isfinite(d).sum())
+            d, _ = cKDTree(uv[sel]).query(pts, distance_upper_bound=float(tol_i.max()))
+            expl_ok += int(np.count_nonzero(d <= tol_i))
     mc = match_cost(an, sp, camera, samples=samples)
     return {"residual": float(np.median(atom_d)) if atom_d.size else float("inf"),
             "matched": float(np.mean(atom_d <= tol)) if atom_d.size else 0.0,
