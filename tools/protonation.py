@@ -6,8 +6,10 @@ H-bond engine can test θ everywhere (``find_hbonds(..., explicit_h=...)``).
 
 How, and why this way:
 - Pocket fragments are not whole chains: protonating them alone would make every
-  fragment start an NH3+ terminus and every fragment end a carboxylate. So the whole
-  chains that hold pocket residues are protonated, then the pocket residues are cut out.
+  fragment start an NH3+ terminus and every fragment end a carboxylate. So the chains
+  that hold pocket residues are protonated over a wide region (every residue within 12 Å
+  of a pocket atom, which for most entries is nearly the whole chain), then the pocket
+  residues are cut out: the artificial ends of the region are at least 12 Å from the pocket.
 - Real chain breaks (disordered loops missing from the crystal, C···N > 2 Å) split a
   chain into fragments (TER records), so OpenMM neither bonds across the gap nor places
   the backbone H from a far-away carbon; a fragment start is an N-terminus (NH3+), as in
@@ -52,8 +54,11 @@ TOOL_DESCRIPTION = ("Explicit hydrogens for the binding-pocket residues at pH 7 
 TOOL_INPUTS = {"structure": "path to an mmCIF/PDB entry", "ligand": "CCD code of the ligand (optional)"}
 
 PEPTIDE_BOND_MAX = 2.0  # Å; a longer C···N gap is a chain break
+MODEL_RADIUS = 12.0  # Å; residues farther from every pocket atom are left out of the model
 NEAR_POCKET = 8.0  # Å; incomplete residues farther from the pocket are left out of the model
 ATTEMPTS = 2  # tries: PDBFixer completion, then without the incomplete residues
+RELAX_STEPS = 500  # extra hydrogen minimisation when OpenMM's 50 steps leave clashes
+RELAX_RADIUS = 6.0  # Å around the pocket taken into that minimisation
 MIN_ATOM_DISTANCE = 0.9  # Å; closer atoms mean a corrupt structure or a misplaced hydrogen
 H_PARENT_RANGE = (0.9, 1.4)  # Å (S–H is 1.34 Å)
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -66,9 +71,10 @@ ALIASES = {"MSE": ("MET", {"SE": "SD"}, {"SE": "S"})}
 class ProtonationError(MisiError):
     """The pocket cannot be protonated or the result fails validation (one-line message)."""
 
-    def __init__(self, message: str, retry: bool = False):
+    def __init__(self, message: str, retry: bool = False, geometric: bool = False):
         super().__init__(message)
-        self.retry = retry
+        self.retry = retry  # another model (without PDBFixer's completion) may succeed
+        self.geometric = geometric  # atoms too close / hydrogens at odd distances
 
 
 @dataclass(frozen=True)
@@ -151,9 +157,11 @@ def _fragments(atoms: struc.AtomArray, chains: set[str], pocket_xyz: np.ndarray 
                near: float = NEAR_POCKET) -> list[_Fragment]:
     """Standard amino-acid polymer residues of the given chains, split at chain breaks (fragments of 2+).
 
-    Residues with missing heavy atoms are kept only within ``near`` Å of ``pocket_xyz``
-    (PDBFixer completes them); farther away they are left out like a chain break, because
-    PDBFixer's placement can be poor and they do not matter for the pocket's hydrogens.
+    With ``pocket_xyz``, only residues within MODEL_RADIUS of a pocket atom are modelled
+    (the chain ends this makes are that far from the pocket), and residues with missing
+    heavy atoms only within ``near`` Å (PDBFixer completes them); the others are left out
+    like a chain break: PDBFixer's placement can be poor and they do not matter for the
+    pocket's hydrogens.
     """
     from scipy.spatial import cKDTree
     tree = cKDTree(pocket_xyz) if pocket_xyz is not None and len(pocket_xyz) else None
@@ -165,8 +173,9 @@ def _fragments(atoms: struc.AtomArray, chains: set[str], pocket_xyz: np.ndarray 
         for k, r in _residues(sub):
             if not ((k.name in STANDARD and not sub.hetero[r[0]]) or k.name in ALIASES):
                 continue
-            if tree is not None and not _is_complete(sub, r, k.name):
-                if tree.query(sub.coord[r], distance_upper_bound=near)[0].min() > near:
+            if tree is not None:
+                dmin = tree.query(sub.coord[r], distance_upper_bound=MODEL_RADIUS)[0].min()
+                if dmin > MODEL_RADIUS or (dmin > near and not _is_complete(sub, r, k.name)):
                     continue
             residues.append((k, r))
         current: list[tuple[ResidueKey, np.ndarray]] = []
@@ -344,14 +353,14 @@ def validate_protonated(coords: np.ndarray, elements: list[str], parents: np.nda
         i, j = pairs[0]
         d = float(np.linalg.norm(coords[i] - coords[j]))
         raise ProtonationError(f"{len(pairs)} atom pair(s) closer than {MIN_ATOM_DISTANCE} Å after protonation "
-                               f"(e.g. atoms {i} and {j}: {d:.2f} Å)")
+                               f"(e.g. atoms {i} and {j}: {d:.2f} Å)", geometric=True)
     h = np.flatnonzero(parents >= 0)
     if h.size:
         d = np.linalg.norm(coords[h] - coords[parents[h]], axis=1)
         bad = (d < H_PARENT_RANGE[0]) | (d > H_PARENT_RANGE[1])
         if bad.any():
             raise ProtonationError(f"{int(bad.sum())} hydrogen(s) not {H_PARENT_RANGE[0]}–{H_PARENT_RANGE[1]} Å "
-                                   f"from their parent atom")
+                                   f"from their parent atom", geometric=True)
     mol = Chem.MolFromPDBBlock(pdb_text, removeHs=False, sanitize=True)
     if mol is None:
         raise ProtonationError("RDKit cannot read or sanitize the protonated pocket")
@@ -386,10 +395,10 @@ def protonate_pocket(cx: Complex, ph: float = 7.0, seed: int = 0) -> ProtonatedP
                          + " residues: " + ", ".join(sorted({k.label() for k in skipped})))
         if not modelled & set(pocket_keys):
             raise ProtonationError(f"{cx.pdb_id}: no standard amino-acid residue in the pocket to protonate")
-        breaks = sum(1 for fr in frags if not fr.true_end)
-        if breaks:
-            notes.append(f"{breaks} chain break(s) (gaps, or incomplete residues left out): "
-                         "fragments protonated with charged termini")
+        ends = [k for fr in frags for k in {fr.residues[0][0], fr.residues[-1][0]} if k in pocket_keys]
+        if ends:
+            notes.append("pocket residues at a chain end or break, protonated as charged termini: "
+                         + ", ".join(k.label() for k in sorted(ends, key=lambda k: (k.chain, k.number, k.ins_code))))
         try:
             result = _attempt(cx, _model_pdb(full, frags), frags, pocket_keys, ph, plan_seed)
         except ProtonationError as exc:
@@ -406,7 +415,7 @@ def protonate_pocket(cx: Complex, ph: float = 7.0, seed: int = 0) -> ProtonatedP
 
 def _attempt(cx: Complex, model: str, frags: list[_Fragment], pocket_keys: dict[ResidueKey, int], ph: float,
              seed: int) -> ProtonatedPocket:
-    """One protonation with one seed; ProtonationError.retry says whether another seed may help."""
+    """One protonation; ProtonationError.retry says whether a model without PDBFixer's atoms may help."""
     notes: list[str] = []
     try:
         topology, pos, variants, added, model_notes = _protonate_model(model, frags, ph, seed)
@@ -421,6 +430,63 @@ def _attempt(cx: Complex, model: str, frags: list[_Fragment], pocket_keys: dict[
     omm_res = [list(ch.residues()) for ch in topology.chains()]
     if len(omm_res) != len(frags) or any(len(r) != len(f.residues) for r, f in zip(omm_res, frags)):
         raise ProtonationError(f"{cx.pdb_id}: OpenMM changed the residue layout")
+    try:
+        return _collect(cx, topology, pos, variants, frags, omm_res, pocket_keys, notes)
+    except ProtonationError as exc:
+        amber_failed = bool(model_notes)  # then Amber cannot relax the hydrogens either
+        if not exc.geometric or amber_failed:
+            raise ProtonationError(f"{cx.pdb_id}: {exc}", retry=bool(added)) from None
+        first = exc
+    # OpenMM minimises new hydrogens for only 50 steps; crowded ones can stay too close. Relax longer.
+    try:
+        pos = _relax_hydrogens(topology, pos, cx.pocket.coord)
+    except Exception as exc:
+        raise ProtonationError(f"{cx.pdb_id}: {first} (relaxing failed: {type(exc).__name__})",
+                               retry=bool(added)) from None
+    notes.append(f"hydrogens re-minimised ({RELAX_STEPS} steps) after OpenMM's placement left clashes")
+    try:
+        return _collect(cx, topology, pos, variants, frags, omm_res, pocket_keys, notes)
+    except ProtonationError as exc:
+        raise ProtonationError(f"{cx.pdb_id}: {exc}", retry=bool(added)) from None
+
+
+def _relax_hydrogens(topology, positions: np.ndarray, pocket_xyz: np.ndarray) -> np.ndarray:
+    """Minimise the hydrogens near the pocket (Amber14, everything else fixed) for up to RELAX_STEPS steps.
+
+    Only residues within RELAX_RADIUS of a pocket atom take part (external bonds ignored),
+    which keeps this affordable for large proteins; the other positions are unchanged.
+    """
+    import openmm
+    from openmm import unit
+    from openmm.app import CutoffNonPeriodic, Modeller
+    from scipy.spatial import cKDTree
+    tree = cKDTree(pocket_xyz)
+    keep_res = set()
+    for res in topology.residues():
+        idx = [a.index for a in res.atoms()]
+        if tree.query(positions[idx], distance_upper_bound=RELAX_RADIUS)[0].min() <= RELAX_RADIUS:
+            keep_res.add(res.index)
+    kept = [a.index for a in topology.atoms() if a.residue.index in keep_res]
+    sub = Modeller(topology, positions * unit.angstrom)
+    sub.delete([r for r in topology.residues() if r.index not in keep_res])
+    system = _forcefield().createSystem(sub.topology, nonbondedMethod=CutoffNonPeriodic, constraints=None,
+                                        rigidWater=False, ignoreExternalBonds=True)
+    for atom in sub.topology.atoms():
+        if atom.element is None or atom.element.symbol != "H":
+            system.setParticleMass(atom.index, 0.0)
+    context = openmm.Context(system, openmm.VerletIntegrator(0.0), _platform())
+    context.setPositions(sub.positions)
+    openmm.LocalEnergyMinimizer.minimize(context, 1.0, RELAX_STEPS)
+    relaxed = context.getState(getPositions=True).getPositions().value_in_unit(unit.angstrom)
+    del context
+    out = positions.copy()
+    out[kept] = np.array(relaxed, dtype=float)
+    return out
+
+
+def _collect(cx: Complex, topology, pos: np.ndarray, variants, frags: list[_Fragment], omm_res,
+             pocket_keys: dict[ResidueKey, int], notes: list[str]) -> ProtonatedPocket:
+    """The pocket's hydrogens from the protonated model, validated (ProtonationError otherwise)."""
     variant_iter = iter(variants)
     pocket = cx.pocket
     pocket_index = {}
@@ -474,17 +540,14 @@ def _attempt(cx: Complex, model: str, frags: list[_Fragment], pocket_keys: dict[
                     hydrogens[pocket_index[k]].append(pos[atom.index])
                     h_names[pocket_index[k]].append(atom.name)
     text = _validation_pdb(records)
-    try:
-        validate_protonated(np.array([r[5] for r in records]), [r[1] for r in records], np.array(parents), text)
-    except ProtonationError as exc:
-        # Atoms PDBFixer placed can be at fault; another seed places them differently.
-        raise ProtonationError(f"{cx.pdb_id}: {exc}", retry=bool(added)) from None
+    validate_protonated(np.array([r[5] for r in records]), [r[1] for r in records], np.array(parents), text)
+    extra = []
     if added_pocket:
-        notes.append(f"{len(added_pocket)} heavy atom(s) added to pocket residues (PDBFixer; OXT at fragment ends): "
+        extra.append(f"{len(added_pocket)} heavy atom(s) added to pocket residues (PDBFixer; OXT at fragment ends): "
                      + ", ".join(added_pocket[:6]) + (" ..." if len(added_pocket) > 6 else ""))
     return ProtonatedPocket(
         pdb_id=cx.pdb_id,
         hydrogens={i: (np.array(v, dtype=float).reshape(-1, 3)) for i, v in hydrogens.items()},
         hydrogen_names={i: tuple(v) for i, v in h_names.items()},
         variants=chosen, added_heavy_atoms=tuple(added_pocket), pdb_text=text,
-        seconds=0.0, notes=tuple(notes))
+        seconds=0.0, notes=tuple(notes + extra))
