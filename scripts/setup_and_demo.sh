@@ -11,7 +11,7 @@ rm -rf .venv
 .venv/bin/pip install -q -e '.[test]'
 # Main job on the embedded default: answer the committed example questions (one per task,
 # generated from the committed structures) with the deterministic router and its tools, then score them.
-rm -rf out/demo && mkdir -p out/demo
+rm -rf out/demo && mkdir -p out/demo/traces
 .venv/bin/misi-agent answer examples/items/pocket_ligand_interaction-7ush-0/question.json \
     --trace out/demo/trace-pocket_ligand_interaction.json
 .venv/bin/misi-agent run examples/questions.jsonl --out out/demo/predictions.jsonl --trace out/demo/traces
