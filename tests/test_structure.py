@@ -12,6 +12,7 @@ import gzip
 import re
 import shutil
 import subprocess
+import sys
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -324,7 +325,7 @@ def test_mol2_ligand_file(tmp_path):
     sdf = tmp_path / "lig_h.sdf"
     sdf.write_text(Chem.MolToMolBlock(Chem.AddHs(ref.ligand_mol, addCoords=True)) + "$$$$\n")
     mol2 = tmp_path / "lig.mol2"
-    subprocess.run([shutil.which("obabel") or "obabel", "-isdf", str(sdf), "-omol2", "-O", str(mol2)],
+    subprocess.run([_obabel(), "-isdf", str(sdf), "-omol2", "-O", str(mol2)],
                    check=True, capture_output=True)
     atoms, mol = read_ligand_file(mol2)
     assert atoms.array_length() == ref.ligand.array_length() == mol.GetNumAtoms()
@@ -335,10 +336,16 @@ def test_mol2_ligand_file(tmp_path):
     assert cx.residues() == ref.residues()
     # Without hydrogens RDKit would make radicals: refused with a one-line message.
     bare = tmp_path / "bare.mol2"
-    subprocess.run([shutil.which("obabel") or "obabel", "-isdf", str(sdf), "-omol2", "-d", "-O", str(bare)],
+    subprocess.run([_obabel(), "-isdf", str(sdf), "-omol2", "-d", "-O", str(bare)],
                    check=True, capture_output=True)
     with pytest.raises(StructureError, match="radical"):
         read_ligand_file(bare)
+
+
+def _obabel() -> str:
+    """The obabel program of the openbabel wheel: beside this interpreter, else on PATH."""
+    here = Path(sys.executable).parent / "obabel"
+    return str(here) if here.exists() else (shutil.which("obabel") or "obabel")
 
 
 def _pdb_lines(name: str) -> list[str]:
