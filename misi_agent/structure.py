@@ -237,28 +237,34 @@ def polymer_amino_acids(atoms: struc.AtomArray) -> np.ndarray:
     return res_polymer[res]
 
 
-def ligand_candidates(atoms: struc.AtomArray) -> list[tuple[ResidueKey, np.ndarray]]:
+def ligand_candidates(atoms: struc.AtomArray, include_additives: bool = False) -> list[tuple[ResidueKey, np.ndarray]]:
     """Organic non-polymer groups that could be the ligand of interest, largest first.
 
     Excludes water, ions and crystallisation additives (knowledge/hetero_groups.yaml), amino
     acids of the protein chains (free amino acids stay candidates), groups without carbon and
     groups of fewer than six heavy atoms. Ties keep file order, so the choice is deterministic.
+    With ``include_additives`` the additive-listed groups (sugars, succinate, glycerol, ...)
+    follow the others, largest first: some entries' ligand of interest is one of them (7wjb
+    BGC, 7ecr SIN), and an agent that sees the pictures can tell.
     """
     excluded = excluded_hetero_codes()
-    skip = excluded["water"] | excluded["ions"] | excluded["additives"]
+    skip = excluded["water"] | excluded["ions"]
     polymer = polymer_amino_acids(atoms)
     out = []
     for key, idx in _residue_groups(atoms):
         if not atoms.hetero[idx[0]] or key.name in skip:
+            continue
+        additive = key.name in excluded["additives"]
+        if additive and not include_additives:
             continue
         if polymer[idx[0]]:
             continue  # a modified residue inside the chain, not a free ligand
         elements = set(atoms.element[idx].astype(str))
         if "C" not in elements or len(idx) < 6:
             continue
-        out.append((key, idx))
-    order = sorted(range(len(out)), key=lambda k: -len(out[k][1]))
-    return [out[k] for k in order]
+        out.append((key, idx, additive))
+    order = sorted(range(len(out)), key=lambda k: (out[k][2], -len(out[k][1])))
+    return [out[k][:2] for k in order]
 
 
 def select_ligand(atoms: struc.AtomArray, code: str | None, source: str = "") -> tuple[ResidueKey, np.ndarray]:

@@ -82,7 +82,7 @@ def _residue_min_distance(atoms, idx: np.ndarray, residue: ResidueRef) -> float:
 def choose_ligand(atoms, *, code: str | None = None, atom_names: Sequence[str] = (),
                   residue: ResidueRef | None = None, source: str = "") -> LigandChoice:
     """Rank the entry's ligand candidates by the question's statements (see the module doc)."""
-    groups = ligand_candidates(atoms)
+    groups = ligand_candidates(atoms, include_additives=True)  # the pictures may show a listed additive
     if not groups:
         raise ToolError(f"{source}: no ligand found (no organic non-polymer group besides water, ions and additives)")
     cands = [LigandCandidate(k, len(i), tuple(str(n) for n in atoms.atom_name[i])) for k, i in groups]
