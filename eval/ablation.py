@@ -463,7 +463,8 @@ def item_record(q, trace, registry: Registry, inserted: bool, kind: str) -> dict
     first = (calls[0]["name"], calls[0]["arguments"]) if calls else None
     return {
         "id": q.id, "task": q.task, "prediction": trace.answer or None, "error": trace.error,
-        "raw": trace.raw_answer, "turns": len(steps), "inserted_oracle_call": inserted,
+        "raw": trace.raw_answer, "first_raw": steps[0].raw[:400] if steps else None, "turns": len(steps),
+        "inserted_oracle_call": inserted,
         "tool_calls": calls, "n_calls": len(calls), "all_calls_valid": bool(calls) and all(c["valid"] for c in calls),
         "first_call_as_router": _same_call(first, expected) if kind != "router" else None,
         "seconds": round(trace.seconds, 3),
@@ -753,10 +754,13 @@ def tables_markdown(set_name: str, n_items: int, arms: list[ArmSpec], summaries:
         out.append("")
     if diffs:
         out += ["### Paired differences (composite, mean over the columns both arms cover; 95% bootstrap CI)", "",
-                "| A | B | A − B | 95% CI | columns | items | beyond noise |", "| --- | --- | ---: | ---: | ---: | ---: | :---: |"]
+                "| A | B | A − B | 95% CI | columns | items | beyond noise | columns beyond noise (A − B) |",
+                "| --- | --- | ---: | ---: | ---: | ---: | :---: | --- |"]
         for d in diffs:
+            cols_sig = ", ".join(f"{T.COLUMN_LABELS[c]} {v['difference']:+.0f}" for c, v in d.get("per_column", {}).items()
+                                 if v["significant"]) or "none"
             out.append(f"| {d['a']} | {d['b']} | {d['difference']:+.2f} | {d['ci95'][0]:+.1f} … {d['ci95'][1]:+.1f} | "
-                       f"{len(d['columns'])} | {d['items']} | {'yes' if d['significant'] else 'no'} |")
+                       f"{len(d['columns'])} | {d['items']} | {'yes' if d['significant'] else 'no'} | {cols_sig} |")
         out.append("")
     notes = [f"- `{a.name}`: {status[a.name].get('reason')}" for a in arms
              if status.get(a.name, {}).get("status") == NOT_AVAILABLE_MARK]
@@ -820,6 +824,39 @@ def plot_set(set_name: str, arms: list[ArmSpec], summaries: dict[str, dict], pat
     fig.savefig(tmp)
     plt.close(fig)
     os.replace(tmp, path)
+
+
+def training_reports(cfg: AblationConfig, arms: list[ArmSpec]) -> dict[str, Any]:
+    """Copy each used model's training log and loss plot next to the results; one plot with every loss curve."""
+    import shutil
+
+    out: dict[str, Any] = {}
+    logs = {}
+    folder = cfg.results_dir / "models"
+    for name in dict.fromkeys(a.model for a in arms if a.model):
+        m = cfg.models[name]
+        log_path = m.path / "training_log.json"
+        if not log_path.is_file():
+            out[name] = {"path": str(m.path), "training_log": None}
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        log = json.loads(log_path.read_text())
+        shutil.copyfile(log_path, folder / f"{name}.training_log.json")
+        if (m.path / "loss.png").is_file():
+            shutil.copyfile(m.path / "loss.png", folder / f"{name}.loss.png")
+        logs[f"{name} ({log.get('flavour')})"] = log["train"]
+        out[name] = {"path": str(m.path), "flavour": log.get("flavour"), "model": log.get("model"),
+                     "seconds": log.get("seconds"), "memory": log.get("memory"), "data": {
+                         k: v for k, v in (log.get("data") or {}).items() if k != "distill"},
+                     "optimizer_steps": log["train"].get("optimizer_steps"), "epochs": log["train"].get("epochs"),
+                     "final_loss_mean_of_last_20": round(sum(log["train"]["loss"][-20:]) / max(1, len(log["train"]["loss"][-20:])), 4),
+                     "stopped": log["train"].get("stopped"), "device": log.get("device"),
+                     "torch_threads": log.get("torch_threads")}
+    if logs:
+        from finetune import plot_loss
+
+        plot_loss(logs, folder / "loss_curves.png")
+    return out
 
 
 def commands_text(cfg: AblationConfig, config_path: str) -> str:
@@ -922,7 +959,13 @@ def run(cfg: AblationConfig, *, arms: list[str] | None = None, sets: list[str] |
                     d = paired_difference(summaries[a.name]["by_id"], summaries[b.name]["by_id"], T.COLUMNS,
                                           cfg.bootstrap, cfg.seed)
                     if d is not None:
-                        diffs.append({"a": a.name, "b": b.name, **d})
+                        per_col = {}
+                        for c in d["columns"]:
+                            dc = paired_difference(summaries[a.name]["by_id"], summaries[b.name]["by_id"], (c,),
+                                                   cfg.bootstrap, cfg.seed)
+                            if dc is not None:
+                                per_col[c] = {k: dc[k] for k in ("difference", "ci95", "items", "significant")}
+                        diffs.append({"a": a.name, "b": b.name, **d, "per_column": per_col})
             md = tables_markdown(s.name, len(qs), set_arms, summaries, all_status[s.name], diffs)
             set_dir = cfg.results_dir / s.name
             set_dir.mkdir(parents=True, exist_ok=True)
@@ -941,6 +984,7 @@ def run(cfg: AblationConfig, *, arms: list[str] | None = None, sets: list[str] |
             }
             if progress:
                 print(md)
+        report["models"] = training_reports(cfg, chosen_arms)
         report["cache"] = cache.stats() if cache else None
         report["seconds"] = round(time.perf_counter() - t_start, 1)
         write_text_atomic(cfg.results_dir / "results.json", json.dumps(report, indent=2, default=str) + "\n")

@@ -130,10 +130,9 @@ class SetSpec:
 
 def ensure_question_set(spec: SetSpec, progress: bool = True) -> Path:
     """``questions.jsonl`` of the set, generating (or resuming) it first when it is missing."""
-    from misi_agent.bench.generate import generate, parse_tasks
-
     if spec.questions.is_file():
         return spec.questions
+    from misi_agent.bench.generate import generate, parse_tasks
     spec.out.parent.mkdir(parents=True, exist_ok=True)
     print(f"[eval] generating question set {spec.name}: {spec.command()}", file=sys.stderr)
     summary = generate(spec.structures, spec.out, tasks=parse_tasks(spec.tasks), per_task=spec.per_task,

@@ -55,6 +55,7 @@ from distill_traces import (REPO, CallCache, EvalError, SetSpec, Transcript, dis
 from misi_agent.errors import MisiError  # noqa: E402
 
 FLAVOURS = ("direct", "tools")
+AUGMENTATIONS = ("pdb_ids", "residue_numbers")
 _SPECIAL_RE = re.compile(r"<\|[a-z_]+\|>")
 
 
@@ -77,6 +78,8 @@ class TrainSettings:
     max_steps: int | None = None
     log_every: int = 1
     threads: int | None = 1  # CPU threads for torch (1 avoids thrashing on a shared machine; None: torch's default)
+    # identifiers replaced by random ones, consistently across a conversation, each time a sample is drawn
+    augment: tuple[str, ...] = ()  # "pdb_ids", "residue_numbers"
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "TrainSettings":
@@ -84,6 +87,12 @@ class TrainSettings:
         unknown = sorted(set(d) - set(cls.__dataclass_fields__))
         if unknown:
             raise EvalError(f"training: unknown key(s) {', '.join(unknown)}")
+        aug = d.get("augment") or ()
+        aug = (aug,) if isinstance(aug, str) else tuple(aug)
+        bad = sorted(set(aug) - set(AUGMENTATIONS))
+        if bad:
+            raise EvalError(f"training.augment: unknown {', '.join(bad)} (expected some of {', '.join(AUGMENTATIONS)})")
+        d["augment"] = aug
         return cls(**d)
 
 
@@ -212,6 +221,7 @@ class Encoded:
     image_grid_thw: Any
     n_tokens: int
     n_label_tokens: int
+    extra: dict = field(default_factory=dict)  # other processor outputs (mm_token_type_ids: the mrope positions)
 
 
 def render_text(processor, messages: list[dict], tools: list[dict] | None) -> str:
@@ -253,8 +263,8 @@ def encode(processor, row: dict, max_length: int) -> Encoded | None:
     for m in row["messages"]:
         if isinstance(m.get("content"), list):
             for part in m["content"]:
-                if part.get("type") == "image":
-                    with Image.open(part["path"]) as im:
+                if part.get("type") == "image":  # absolute, or relative to the repository root
+                    with Image.open(resolve(part["path"])) as im:
                         images.append(im.convert("RGB"))
     text = render_text(processor, row["messages"], row["tools"])
     enc = processor(text=[text], images=images or None, return_tensors="pt")
@@ -264,8 +274,66 @@ def encode(processor, row: dict, max_length: int) -> Encoded | None:
     import torch
 
     labels = torch.tensor(assistant_labels(ids.tolist(), processor.tokenizer))
+    extra = {k: v[0] for k, v in enc.items()
+             if k not in ("input_ids", "attention_mask", "pixel_values", "image_grid_thw") and hasattr(v, "shape")
+             and v.ndim == 2 and v.shape[0] == 1 and v.shape[1] == ids.shape[0]}
     return Encoded(row["id"], ids, labels, enc.get("pixel_values"), enc.get("image_grid_thw"), int(ids.shape[0]),
-                   int((labels != -100).sum()))
+                   int((labels != -100).sum()), extra)
+
+
+def _map_strings(obj: Any, fn) -> Any:
+    """Apply ``fn`` to every string inside ``obj`` (messages: text parts, contents, call arguments), not to paths."""
+    if isinstance(obj, str):
+        return fn(obj)
+    if isinstance(obj, list):
+        return [_map_strings(v, fn) for v in obj]
+    if isinstance(obj, dict):
+        return {k: (v if k in ("path", "role", "type", "id", "tool_call_id", "name") else _map_strings(v, fn))
+                for k, v in obj.items()}
+    return obj
+
+
+def _sub_word(text: str, old: str, new: str) -> str:
+    """Replace ``old`` as a whole word, keeping the case of each occurrence (upper or lower)."""
+    pat = re.compile(r"(?<![A-Za-z0-9])" + re.escape(old) + r"(?![A-Za-z0-9])", re.IGNORECASE)
+    return pat.sub(lambda m: new if m.group(0) == old else new.lower() if m.group(0).islower() else new.upper(), text)
+
+
+def augment_row(row: dict, rng: random.Random, what: tuple[str, ...]) -> dict:
+    """The conversation with its PDB IDs and/or named residue numbers replaced by random ones, consistently.
+
+    A small model given ~250 training entries memorises their IDs instead of copying them
+    from the question; fresh identifiers at every draw leave copying as the only way to
+    the right arguments (OURS: training recipe). PDB IDs are not drawn in the pictures;
+    residue numbers are (labels), so ``residue_numbers`` is for models that cannot read them.
+    """
+    from misi_agent.agent.details import read_details
+
+    question = next((p["text"] for m in row["messages"] if m["role"] == "user" and isinstance(m["content"], list)
+                     for p in m["content"] if p.get("type") == "text" and len(p.get("text", "")) > 200), "")
+    d = read_details(question)
+    subs: list[tuple[str, str]] = []
+    if "pdb_ids" in what:
+        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+        for pid in d.pdb_ids:
+            new = str(rng.randint(1, 9)) + "".join(rng.choice(alphabet) for _ in range(3))
+            subs.append((pid, new))
+    if "residue_numbers" in what:
+        res = d.bond.residue if d.bond else d.residue
+        if res is not None:
+            num = rng.randint(1, 999)
+            subs.append((f"{res.name} {res.number}{res.ins_code}", f"{res.name} {num}{res.ins_code}"))
+            # the interaction-location call names the number on its own
+            subs.append((f'"residue_number": "{res.number}{res.ins_code}"', f'"residue_number": "{num}{res.ins_code}"'))
+    if not subs:
+        return row
+
+    def fn(text: str) -> str:
+        for old, new in subs:
+            text = _sub_word(text, old, new)
+        return text
+
+    return {**row, "messages": _map_strings(row["messages"], fn)}
 
 
 # ----------------------------------------------------------------------------- models
@@ -289,7 +357,8 @@ def tiny_model(cfg: FinetuneConfig, rows: list[dict]):
     if tc.family != "qwen2_5_vl":
         raise EvalError("the fine-tuning recipe trains the Qwen2.5-VL architecture (model.tiny.family: qwen2_5_vl)")
     corpus = default_corpus() + corpus_of(rows, load_tools_template())
-    tok = tiny_tokenizer(corpus, vocab_size=tc.vocab_size, repeat=1, byte_level_regex=tc.byte_level_regex)
+    tok = tiny_tokenizer(corpus, vocab_size=tc.vocab_size, repeat=1, byte_level_regex=tc.byte_level_regex,
+                         isolate=tc.isolate)
     model, patch = build_model(tc, tok)
     ip = image_processor(patch, tc)
     if cfg.min_pixels or cfg.max_pixels:
@@ -378,9 +447,28 @@ def lr_at(step: int, total: int, s: TrainSettings) -> float:
     return s.lr * (s.min_lr_ratio + (1 - s.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, t))))
 
 
+def forward_kwargs(x: Encoded, device: str = "cpu", labels: bool = True) -> dict[str, Any]:
+    """The model inputs of one sample, exactly as generation builds them (processor outputs) plus labels."""
+    import torch
+
+    kwargs = {"input_ids": x.input_ids[None].to(device), "attention_mask": torch.ones_like(x.input_ids)[None].to(device)}
+    if labels:
+        kwargs["labels"] = x.labels[None].to(device)
+    if x.pixel_values is not None:
+        kwargs["pixel_values"] = x.pixel_values.to(device)
+        kwargs["image_grid_thw"] = x.image_grid_thw.to(device)
+    for k, v in x.extra.items():  # mm_token_type_ids: without it the image tokens get text (1-D) positions
+        kwargs[k] = v[None].to(device)
+    return kwargs
+
+
 def train(model, samples: list[Encoded], s: TrainSettings, *, device: str, seed: int,
-          progress: bool = True) -> dict[str, Any]:
-    """Train on ``samples`` (batch of one, gradient accumulation); return the log."""
+          progress: bool = True, rows: list[dict] | None = None, processor=None) -> dict[str, Any]:
+    """Train on ``samples`` (batch of one, gradient accumulation); return the log.
+
+    With ``s.augment`` (and the ``rows`` behind the samples), every draw re-encodes its
+    conversation with fresh identifiers (:func:`augment_row`), seeded by the draw's position.
+    """
     import torch
     from tqdm import tqdm
 
@@ -404,14 +492,12 @@ def train(model, samples: list[Encoded], s: TrainSettings, *, device: str, seed:
     acc_loss, acc_n, step = 0.0, 0, 0
     bar = tqdm(total=total_steps, desc="fine-tune", unit="step", disable=not progress, file=sys.stderr)
     opt.zero_grad(set_to_none=True)
+    aug_rng = random.Random(seed + 1)
     for micro, idx in enumerate(order):
         x = samples[idx]
-        kwargs = {"input_ids": x.input_ids[None].to(device), "labels": x.labels[None].to(device),
-                  "attention_mask": torch.ones_like(x.input_ids)[None].to(device)}
-        if x.pixel_values is not None:
-            kwargs["pixel_values"] = x.pixel_values.to(device)
-            kwargs["image_grid_thw"] = x.image_grid_thw.to(device)
-        out = model(**kwargs)
+        if s.augment and rows is not None:
+            x = encode(processor, augment_row(rows[idx], aug_rng, s.augment), 10 ** 9) or x
+        out = model(**forward_kwargs(x, device))
         (out.loss / s.grad_accum).backward()
         acc_loss += float(out.loss.detach())
         acc_n += 1
@@ -518,17 +604,19 @@ def finetune(cfg: FinetuneConfig, flavour: str, *, progress: bool = True, out: P
     else:
         model, processor, info = checkpoint_model(cfg)
     s = cfg.settings_for(flavour)
-    samples, too_long = [], 0
+    samples, kept, too_long = [], [], 0
     for r in rows:
         e = encode(processor, r, s.max_length)
         if e is None:
             too_long += 1
         else:
             samples.append(e)
+            kept.append(r)
     if not samples:
         raise EvalError(f"every {flavour} sample is longer than training.max_length={s.max_length}")
     prep_s = time.perf_counter() - t_model
-    log_train = train(model, samples, s, device=cfg.device, seed=cfg.seed, progress=progress)
+    log_train = train(model, samples, s, device=cfg.device, seed=cfg.seed, progress=progress, rows=kept,
+                      processor=processor)
     lengths = sorted(x.n_tokens for x in samples)
     log = {
         "flavour": flavour, "config": cfg.source, "seed": cfg.seed, "model": info, "device": cfg.device,

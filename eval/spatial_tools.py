@@ -219,6 +219,9 @@ def main(argv=None) -> int:
         records.append(rec)
     summary = summarise(records)
     fail_dir = out / "spatial_failures" / args.label
+    if fail_dir.is_dir():  # pictures of an earlier run of this label
+        for old in fail_dir.glob("*.png"):
+            old.unlink()
     pictured = set()
     per_task: dict[str, int] = {}
     for r in records:

@@ -172,3 +172,30 @@ def test_router_answers_generated_questions_with_the_spatial_tools(tmp_path):
         result = answer_question(q, path.parent, RouterPlanner(), StructureStore(use_env=False))
         assert result.error in (None, ""), result.error
         assert result.answer == q.answer, (q.id, result.answer, q.answer)
+
+
+def test_agent_tool_picks_the_ligand_the_picture_shows(cxs, tmp_path):
+    """7X9K's largest ligand is 8DG; a code-less question whose pictures show 8OG's pocket gets 8OG,
+    because the structure is registered to the first image before solving."""
+    from misi_agent.agent.context import AgentContext
+    from misi_agent.agent.registry import Registry
+    from misi_agent.agent.store import StructureStore
+    from misi_agent.tools.agent_tools import agent_tools
+
+    cx = load_complex(FIXTURES / "7x9k.cif.gz", ligand="8OG")
+    spec = G.translation(cx, np.random.default_rng([21]))
+    paths = []
+    for k, im in enumerate(draw(spec, RasterRenderer())):
+        paths.append(tmp_path / f"{k + 1}.png")
+        im.save(paths[-1])
+    registry = Registry(agent_tools(AgentContext(paths, StructureStore(use_env=False))))
+    res = registry.call("solve_translation", {"pdb_id": "7X9K", "images": [1, 2, 3, 4]})
+    assert res.ok, res.error
+    assert res.output["answer"] == spec.answer and res.output["confident"]
+    assert res.output["ligand"]["code"] == "8OG" and "did not fit" in res.output["ligand"]["chosen_because"]
+    reg = registry.call("register_structure", {"pdb_id": "7X9K", "image": 1})
+    assert reg.ok and reg.output["ok"] and reg.output["ligand"]["code"] == "8OG"
+    det = registry.call("detect_atoms", {"image": 4})
+    assert det.ok and det.output["n_atoms"] > 3
+    bad = registry.call("solve_translation", {"pdb_id": "7X9K", "images": [1, 2, 3]})
+    assert not bad.ok and bad.error.startswith("invalid arguments")  # the contract's schema wants 4 images

@@ -29,7 +29,7 @@ from distill_traces import EvalError  # noqa: E402
 TINY = {"family": "qwen2_5_vl", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
         "num_attention_heads": 2, "num_key_value_heads": 1, "vision_depth": 1, "vision_hidden_size": 32,
         "vision_intermediate_size": 64, "vision_heads": 2, "vocab_size": 2000, "byte_level_regex": False,
-        "image_min_tokens": 4, "image_max_tokens": 4}
+        "isolate": "[0-9A-Z]", "image_min_tokens": 4, "image_max_tokens": 4}
 
 
 def _config(work: Path, qset: Path, **over) -> F.FinetuneConfig:
@@ -119,6 +119,26 @@ def test_training_log_checkpoint_and_reload(trained, qset):
     row = F.read_transcripts(cfg.work_dir / "transcripts-tools.jsonl")[0]
     reply = planner.step(PlannerInput(q.task, build_messages(q.question, q.image_paths(qset.parent)), row["tools"]))
     assert reply.info["new_tokens"] >= 1 and isinstance(reply.raw, str)
+
+
+def test_training_sees_what_generation_sees(trained):
+    """The training forward and the planner's generation give the same logits on the same prompt
+    (the multimodal rotary positions of the image tokens included)."""
+    cfg, _, folder = trained
+    row = F.read_transcripts(cfg.work_dir / "transcripts-tools.jsonl")[1]
+    planner = make_planner(f"transformers:{folder}", min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 4, max_new_tokens=1)
+    prompt = {**row, "messages": row["messages"][:2]}
+    text, images = planner.render_prompt(PlannerInput(row["task"], prompt["messages"], row["tools"]))
+    enc = dict(planner.processor(text=[text], images=images, return_tensors="pt"))
+    x = F.encode(F.build_processor(planner.tokenizer, planner.processor.image_processor), row, 10 ** 9)
+    n = enc["input_ids"].shape[1]
+    assert x.input_ids[:n].tolist() == enc["input_ids"][0].tolist()  # training text starts with the prompt
+    with torch.no_grad():
+        gen = planner.model.generate(**enc, max_new_tokens=1, do_sample=False, output_logits=True,
+                                     return_dict_in_generate=True)
+        kwargs = F.forward_kwargs(x, labels=False)
+        full = planner.model(**kwargs).logits[0, n - 1]
+    assert torch.allclose(gen.logits[0][0], full, atol=1e-4)
 
 
 def test_same_seed_same_weights(trained, tmp_path, qset):

@@ -8,9 +8,9 @@ This module is the agent's spatial provider (:data:`misi_agent.agent.toolset.SPA
 
 A solver tool gets what the question states (PDB ID, ligand code if any, image numbers, the
 named bond, the options), reads the images by number, picks the complex the pictures show
-(:func:`pick_complex`: the context's choice from the question's statements first, kept when
-the structure registers to the task's first image of it; otherwise the entry's other
-ligands, then groups usually skipped as additives, until one fits) and runs
+(:func:`pick_complex`: the ligand the question's statements choose first, kept when the
+structure registers to the task's first image of it; otherwise the entry's other ligands,
+then groups usually skipped as additives, until one fits) and runs
 :mod:`misi_agent.tools.geometric_tasks`. The output is the solver's
 :class:`~misi_agent.tools.spatial_records.SpatialAnswer` as a dict (``answer``, ``score``,
 ``runner_up``, ``margin``, ``residual``, ``confident``, ``notes``, ...) plus which ligand was
@@ -18,15 +18,17 @@ used and why.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
-from misi_agent.agent.context import AgentContext
+from misi_agent.agent.context import AgentContext, choose_ligand
 from misi_agent.agent.registry import Tool, ToolError
 from misi_agent.bench import tasks as T
 from misi_agent.camera import VIEW_NAMES
 from misi_agent.errors import MisiError
+from misi_agent.knowledge import excluded_hetero_codes
 from misi_agent.scene import scene_from_complex
-from misi_agent.structure import Complex, StructureError, load_complex
+from misi_agent.structure import Complex, ResidueKey, StructureError, load_complex, read_atoms
 from misi_agent.tools import geometric_tasks as G
 from misi_agent.tools.atom_detection import detect_atoms
 from misi_agent.tools.registration import register
@@ -35,42 +37,48 @@ DETECT_ATOMS = "detect_atoms"
 REGISTER_STRUCTURE = "register_structure"
 
 
-def _candidates(context: AgentContext, pdb_id: str, ligand: str | None, atom_names=()):
-    """The complex the question's statements choose, then the entry's other ligands (lazily), with why.
+@lru_cache(maxsize=16)
+def _atoms(path: str):
+    return read_atoms(path)
 
-    Yields (complex or None, reason, loader): the first is the context's choice; the others are
-    the entry's other organic candidates (same code first), then groups the structure reader
+
+@lru_cache(maxsize=32)
+def _load(path: str, key: ResidueKey | None, code: str | None, pdb_id: str) -> Complex:
+    if key is not None:
+        return load_complex(path, ligand_key=key, pdb_id=pdb_id)
+    return load_complex(path, ligand=code, pdb_id=pdb_id)
+
+
+def _candidates(context: AgentContext, pdb_id: str, ligand: str | None, atom_names=()):
+    """(complex, why) for every ligand of the entry that the pictures could show, in the order tried.
+
+    First the candidate the question's statements choose (:func:`choose_ligand`: the ligand
+    code and atom names stated, else the largest organic group), then the entry's other
+    organic candidates (same code first, larger first), then groups the structure reader
     counts as crystallisation additives (e.g. a sugar), which can still be what is shown.
+    Complexes are loaded lazily: most questions need only the first.
     """
-    entry = context.entry(pdb_id)
+    entry = context.entry(pdb_id)  # respects the context's grounding mode
+    path = str(entry.path)
+    atoms = _atoms(path)
     try:
-        cx, choice = context.complex(pdb_id, code=ligand, atom_names=atom_names)
+        choice = choose_ligand(atoms, code=ligand, atom_names=atom_names, source=path)
     except ToolError:
-        cx, choice = None, None
-    if cx is not None:
-        yield cx, choice.reason
-        others = [c for c in choice.candidates if c.key != choice.chosen.key]
-        others.sort(key=lambda c: (c.key.name != choice.chosen.key.name, -c.n_atoms))
-        for c in others:
+        choice = None
+    if choice is not None:
+        order = [choice.chosen] + sorted((c for c in choice.candidates if c.key != choice.chosen.key),
+                                         key=lambda c: (c.key.name != choice.chosen.key.name, -c.n_atoms))
+        for k, c in enumerate(order):
+            why = choice.reason if k == 0 else f"{c.key.name} {c.key.chain} {c.key.number}: the first choice did not fit"
             try:
-                yield load_complex(entry.path, ligand_key=c.key, pdb_id=entry.pdb_id), \
-                    f"{c.key.name} {c.key.chain} {c.key.number}: the first choice did not fit the image"
+                yield _load(path, c.key, None, entry.pdb_id), why
             except (StructureError, MisiError):
                 continue
-
-
-def _additive_complexes(entry):
-    """Complexes of hetero groups the structure reader skips as additives (sugars, glycerol, ...)."""
-    from misi_agent.knowledge import excluded_hetero_codes
-    from misi_agent.structure import read_atoms
-
-    atoms = read_atoms(entry.path)
     additives = excluded_hetero_codes()["additives"]
     codes = sorted({str(n) for n, h in zip(atoms.res_name, atoms.hetero) if h and str(n) in additives})
     for code in codes:
         try:
-            yield load_complex(entry.path, ligand=code, pdb_id=entry.pdb_id), \
-                f"{code}: a group usually skipped as an additive fits the image"
+            yield _load(path, None, code, entry.pdb_id), f"{code}: a group usually skipped as an additive fits the image"
         except (StructureError, MisiError):
             continue
 
@@ -79,22 +87,19 @@ def pick_complex(context: AgentContext, pdb_id: str, ligand: str | None, image: 
                  atom_names=()) -> tuple[Complex, str]:
     """The ligand (and so the pocket) of the entry that the image shows.
 
-    The context's choice (from the question's statements) is registered to image ``image``
-    with ``register_fn`` (the task's registration); if it does not fit, the entry's other
-    candidates are tried in turn, and the first that fits is kept; if none does, the best
-    fitting one (lowest chamfer cost) is kept and the solver will report that it is unsure.
+    The candidates of :func:`_candidates` are registered in turn to image ``image`` with
+    ``register_fn`` (the task's registration) and the first that fits is kept: the picture
+    decides between copies and ligands, which no statement of a code-less question can. If
+    none fits, the best fitting one (lowest chamfer cost) is kept and the solver will report
+    that it is unsure.
     """
     path = context.image(image)
     tried = []
-    sources = [_candidates(context, pdb_id, ligand, atom_names)]
-    entry = context.entry(pdb_id)
-    sources.append(_additive_complexes(entry))
-    for source in sources:
-        for cx, why in source:
-            reg = register_fn(cx, path)
-            tried.append((reg.record.chamfer_px, cx, why))
-            if reg.record.ok:
-                return cx, why
+    for cx, why in _candidates(context, pdb_id, ligand, atom_names):
+        reg = register_fn(cx, path)
+        tried.append((reg.record.chamfer_px, cx, why))
+        if reg.record.ok:
+            return cx, why
     if not tried:
         raise ToolError(f"no ligand of {pdb_id.upper()} could be loaded")
     tried.sort(key=lambda t: t[0])

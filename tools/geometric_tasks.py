@@ -21,7 +21,7 @@ translation_rotation   1-3 reference front/left/top, 4 reference after f2(f1), 5
                        front/left/top, 8-11 options A-D
 rotation_rotation      1-3 front/left/top, 4 after r1, r2, 5-8 options A-D
 docking                1-3 pocket alone front/left/top, 4-6 displaced ligand alone
-                       front/left/top (same camera), 7 both together (front)
+                       front/left/top (each part framed by itself), 7 both together (front)
 interaction_location   1-6 front/left/top/back/right/bottom
 =====================  ==============================================================
 """
@@ -40,6 +40,7 @@ from misi_agent.camera import NEAR, VIEW_COMMANDS, Command, CommandError, compos
 from misi_agent.errors import MisiError
 from misi_agent.scene import Scene, scene_from_complex
 from misi_agent.structure import Complex
+from misi_agent.tools.atom_detection import POCKET_CLASSES
 from misi_agent.tools.command_search import REFINE_TOP, Ranking, move_roll_pairs, moves, rank, roll_pairs, rolls, score_candidates
 from misi_agent.tools.registration import (
     OK_EXPLAINED,
@@ -52,8 +53,8 @@ from misi_agent.tools.registration import (
     match_cost,
     refine_shift,
     register,
+    register_free_shift,
     scene_points,
-    moment_shift,
     unexplained,
 )
 from misi_agent.tools.spatial_records import Registration, SpatialAnswer
@@ -63,6 +64,8 @@ SURE_MARGIN_A = 0.75  # interaction location: Å between the best and the next o
 RESULT_OK = 0.3  # a result image is explained when this share of atoms is matched and of its pixels explained
 JOINT_TOP = 5  # multiple choice: the best few inferred command pairs tried against every option
 DOCK_TOP_ROLLS = 6  # docking: rolls refined on the ligand views and tried with every shift
+FRAMING_PRIOR_PX = 0.05  # docking: cost (px) per Å between a shift and the one the framing implies (a tie-breaker)
+MIN_SHIFT_EVIDENCE_PX = 0.5  # docking: if no shift changes image 7's cost by this much, the ligand is not seen there
 
 
 class SpatialTaskError(MisiError):
@@ -277,12 +280,15 @@ def solve_rotation_rotation(images: Sequence[Any], cx: Complex) -> SpatialAnswer
 # ----------------------------------------------------------------------------- docking
 
 
-def _register_free(sp: ScenePoints, image: Any) -> tuple[Registration, ViewCamera, Any]:
-    """Register points whose framing is unknown (moment start, then ICP); returns record, camera, analysis."""
+def _register_free(sp: ScenePoints, image: Any, moment_classes: Sequence[str] | None = None
+                   ) -> tuple[Registration, ViewCamera, Any]:
+    """Register points whose framing is unknown (search over depth, then ICP); returns record, camera, analysis.
+
+    ``moment_classes`` limits the starting estimate to classes only these points are drawn in
+    (the pocket's carbons when the ligand is in the picture too).
+    """
     an = image_analysis(image, sp.names)
-    cam0 = ViewCamera(an.width, an.height)
-    start = cam0.with_shift(moment_shift(an, sp, cam0))
-    cam = refine_shift(an, sp, start)
+    cam = register_free_shift(an, sp, ViewCamera(an.width, an.height), moment_classes)
     q = fit_quality(an, sp, cam)
     ok = q["matched"] >= OK_MATCHED and q["explained"] >= OK_EXPLAINED
     rec = Registration(an.width, an.height, cam.fov_deg, tuple(float(v) for v in cam.shift), q["residual"], q["chamfer"],
@@ -302,8 +308,11 @@ def solve_docking(images: Sequence[Any], cx: Complex) -> SpatialAnswer:
     against them. s is read from the image of both together (7): the pocket's known shape
     fixes that image's camera, the class pixels the pocket does not explain are the ligand's,
     and every whole-Å s of the grid (with each of the best rolls) is scored against them. The
-    answer undoes the best (R, s): ``roll a −θ, move x −s``. The pocket-alone front view (1)
-    is registered too, to check that the structure is the one shown.
+    benchmark's framing (the centroid of all atoms on the line of sight) also implies s from
+    the pocket's place alone; that estimate breaks ties (:data:`FRAMING_PRIOR_PX` per Å), which
+    matters when labels hide the ligand in image 7. The answer undoes the best (R, s):
+    ``roll a −θ, move x −s``. The pocket-alone front view (1) is registered too, to check
+    that the structure is the one shown.
     """
     images = _check_images(images, T.DOCKING)
     front = scene_from_complex(cx, "front")
@@ -334,18 +343,23 @@ def solve_docking(images: Sequence[Any], cx: Complex) -> SpatialAnswer:
         fine[i] = total
     # --- s from the image of both together: the pocket fixes the camera, the rest of the pixels is the ligand
     both_sp = scene_points(front)
-    both_rec, cam7, an7 = _register_free(pocket_sp, images[6])
+    both_rec, cam7, an7 = _register_free(pocket_sp, images[6], POCKET_CLASSES)
     rest = unexplained(an7, pocket_sp, cam7)
+    s_prior = _framing_shift(front, cam7)
     s_values = [float(v) for v in T.DOCKING_SHIFT_GRID.values()]
     smp7 = backward_samples(rest, ligand_sp.names)
-    hyps, costs = [], []
+    notes = []
+    hyps, costs, c7 = [], [], []
     for i in top_r:
         turned = ligand_sp.moved([rolls_[i]])
         for s_ in s_values:
-            c7 = match_cost(rest, turned.moved([Command("move", "x", s_)]), cam7, samples=smp7).cost
+            c7.append(match_cost(rest, turned.moved([Command("move", "x", s_)]), cam7, samples=smp7).cost)
             hyps.append((rolls_[i], s_))
-            costs.append(fine[i] + c7)
+            costs.append(fine[i] + c7[-1] + FRAMING_PRIOR_PX * abs(s_ - s_prior))
     costs = np.array(costs)
+    if np.ptp(np.array(c7[:len(s_values)])) < MIN_SHIFT_EVIDENCE_PX:
+        notes.append("the ligand is hardly visible in the image of both (labels over it?): its shift comes from "
+                     "where the framing puts the scene's centre")
 
     def answer_of(h) -> str:
         r, s_ = h
@@ -355,8 +369,19 @@ def solve_docking(images: Sequence[Any], cx: Complex) -> SpatialAnswer:
     r, s_ = hyps[ranking.best]
     fit = _result_fit(an7, _move_ligand(both_sp, front, [r, Command("move", "x", s_)]), cam7)
     details = {"displacement": format_commands([Command("move", "x", float(s_)), r]),
+               "shift_from_framing": round(float(s_prior), 2),
                "ligand_view_costs": {format_commands([rolls_[i]]): round(float(fine[i]), 3) for i in top_r}}
-    return _answer(T.DOCKING, ranking, [pocket_rec, both_rec], [fit], details, [], SURE_MARGIN_PX * _scale(an7))
+    return _answer(T.DOCKING, ranking, [pocket_rec, both_rec], [fit], details, notes, SURE_MARGIN_PX * _scale(an7))
+
+
+def _framing_shift(front: Scene, cam: ViewCamera) -> float:
+    """The ligand's displacement along x implied by the benchmark's framing of the image of both: the
+    centroid of all displayed atoms is on the line of sight, so with the pocket's place known
+    (camera shift ``cam.shift``) the ligand's share of that centroid fixes how far it was moved."""
+    lig = np.asarray(front.is_ligand, bool)
+    n_p, n_l = int((~lig).sum()), int(lig.sum())
+    cp, cl = front.coords[~lig].mean(axis=0), front.coords[lig].mean(axis=0)
+    return float(((n_p + n_l) * (-cam.shift[0]) - n_p * cp[0]) / n_l - cl[0])
 
 
 def _centred_camera(an, sp: ScenePoints) -> ViewCamera:
@@ -389,6 +414,16 @@ def _move_ligand(sp: ScenePoints, scene: Scene, commands) -> ScenePoints:
 # ----------------------------------------------------------------------------- interaction location
 
 
+def _name_match(names: np.ndarray, wanted: str) -> np.ndarray:
+    """Indices of atoms named ``wanted``; failing that, of atoms named ``wanted`` plus primes/quotes
+    (``O2`` → ``O2'``), since a name ending in a prime is easily cut short when read from text."""
+    wanted = str(wanted).strip().upper()
+    exact = np.flatnonzero(names == wanted)
+    if len(exact) or not wanted:
+        return exact
+    return np.flatnonzero(np.array([str(n).rstrip("'\"*") == wanted.rstrip("'\"*") for n in names], bool))
+
+
 def bond_atoms(cx: Complex, bond: Mapping[str, Any]) -> tuple[int, int]:
     """Scene indices (pocket first, then ligand) of the bond's residue atom and ligand atom."""
     p = cx.pocket
@@ -398,16 +433,16 @@ def bond_atoms(cx: Complex, bond: Mapping[str, Any]) -> tuple[int, int]:
         num_i = int(num)
     except ValueError:
         raise SpatialTaskError(f"residue number {number!r} is not a number") from None
-    mask = (p.chain_id == str(bond.get("chain", ""))) & (p.res_id == num_i) & (p.ins_code == ins.upper()) \
-        & (p.atom_name == str(bond.get("residue_atom", "")).upper())
+    mask = (p.chain_id == str(bond.get("chain", ""))) & (p.res_id == num_i) & (p.ins_code == ins.upper())
     if bond.get("residue_name"):
         mask &= p.res_name == str(bond["residue_name"]).upper()
-    hits = np.flatnonzero(mask)
-    if not len(hits):
+    res = np.flatnonzero(mask)
+    hits = res[_name_match(p.atom_name[res], bond.get("residue_atom", ""))] if len(res) else res
+    if len(hits) != 1:
         raise SpatialTaskError(f"no pocket atom {bond.get('residue_name', '')} {number} {bond.get('residue_atom')} "
                                f"on chain {bond.get('chain')} in {cx.pdb_id.upper()}")
-    lig = np.flatnonzero(cx.ligand.atom_name == str(bond.get("ligand_atom", "")).upper())
-    if not len(lig):
+    lig = _name_match(cx.ligand.atom_name, bond.get("ligand_atom", ""))
+    if len(lig) != 1:
         raise SpatialTaskError(f"the ligand {cx.ligand_code} of {cx.pdb_id.upper()} has no atom {bond.get('ligand_atom')!r}")
     return int(hits[0]), cx.pocket.array_length() + int(lig[0])
 

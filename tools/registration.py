@@ -21,7 +21,11 @@ unexplained pixels cost a bounded amount:
 The symmetric truncated chamfer cost (mean of both, px) is the score every spatial tool
 uses; registration minimises it over the shift by ICP (Gauss–Newton on the shift with
 nearest-neighbour correspondences in both directions, τ shrinking from coarse to fine),
-starting from the benchmark's framing and, if that fits badly, from the image's moments.
+starting from the benchmark's framing and, if that fits badly (or when the framing is
+unknown, :func:`register_free_shift`), from the image's moments with wide first cut-offs and
+then from other starting depths. A registration is trusted (``ok``) when most of the image's
+class centre lines are explained and a fair share of the atoms matched (:data:`OK_EXPLAINED`,
+:data:`OK_MATCHED`): another entry's structure, or another ligand's pocket, fails that.
 """
 from __future__ import annotations
 
@@ -54,6 +58,7 @@ from misi_agent.tools.spatial_records import Correspondence, Registration
 HALF_BOND_SAMPLES = (0.2, 0.4)  # fractions along a bond from each atom where points of its colour are placed
 TAU_PX = 10.0  # truncation of the chamfer terms at 512 px (scaled with the image width)
 ICP_TAUS = (24.0, 12.0, 6.0, 4.0)  # correspondence cut-offs (px at 512) for the coarse-to-fine ICP
+FREE_ICP_TAUS = (64.0, 32.0, 16.0, 8.0, 4.0)  # wider first cut-offs when the framing is unknown
 ICP_STEPS = 6  # Gauss–Newton steps per cut-off
 MAX_BACKWARD = 2500  # centre-line samples per image for the backward term
 MATCH_TOL_PX = 3.0  # px at 512: an atom is matched when a pixel of its class lies this close
@@ -332,7 +337,7 @@ def _jacobian(p: np.ndarray, f: float) -> np.ndarray:
 
 
 def refine_shift(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera, taus: Sequence[float] = ICP_TAUS,
-                 steps: int = ICP_STEPS, fix_z: bool = False) -> ViewCamera:
+                 steps: int = ICP_STEPS) -> ViewCamera:
     """ICP on the camera shift: correspondences in both directions, Gauss–Newton, τ coarse to fine."""
     scale = _scale(an)
     samples = backward_samples(an, sp.names, cap=1500)
@@ -369,8 +374,6 @@ def refine_shift(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera, taus: S
                 break
             J = np.concatenate(rows_J).reshape(-1, 3)
             r = np.concatenate(rows_r).reshape(-1)
-            if fix_z:
-                J = J[:, :2]
             # robust (Huber) weights on the 2D residual length
             n = len(r) // 2
             res = np.hypot(r[0::2], r[1::2])
@@ -383,8 +386,6 @@ def refine_shift(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera, taus: S
                 delta = -np.linalg.solve(A + 1e-6 * np.eye(A.shape[0]), b)
             except np.linalg.LinAlgError:
                 break
-            if fix_z:
-                delta = np.append(delta, 0.0)
             # keep the scene in front of the camera
             if np.any(-(pcam[:, 2] + delta[2]) <= NEAR) and delta[2] > 0:
                 delta[2] = 0.0
@@ -394,11 +395,17 @@ def refine_shift(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera, taus: S
     return camera.with_shift(shift)
 
 
-def moment_shift(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera) -> np.ndarray:
-    """A starting shift that matches the centroid and spread of the class pixels with the prediction's."""
-    pix = np.concatenate([p for n, p in an.ridge.items() if n in sp.names and len(p)] or [np.zeros((0, 2))])
+def moment_shift(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera,
+                 classes: Sequence[str] | None = None) -> np.ndarray:
+    """A starting shift that matches the centroid and spread of the class pixels with the prediction's.
+
+    ``classes`` limits both to some colour classes: e.g. the pocket's carbons, which nothing
+    else in a picture of pocket and ligand is drawn in.
+    """
+    use = [n for n in sp.names if classes is None or n in classes]
+    pix = np.concatenate([p for n, p in an.ridge.items() if n in use and len(p)] or [np.zeros((0, 2))])
     uv, depth = camera.project(sp.points)
-    ok = (depth > NEAR) & np.isfinite(uv).all(axis=1)
+    ok = (depth > NEAR) & np.isfinite(uv).all(axis=1) & np.isin(sp.cls, [sp.names.index(n) for n in use])
     if len(pix) < 10 or ok.sum() < 10:
         return np.asarray(camera.shift, float)
     spread_img = np.sqrt(((pix - pix.mean(0)) ** 2).sum(1).mean())
@@ -413,6 +420,46 @@ def moment_shift(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera) -> np.n
     tx = (cu - camera.width / 2.0) * depth_new / f - c[0]
     ty = -(cv - camera.height / 2.0) * depth_new / f - c[1]
     return np.array([tx, ty, tz])
+
+
+DEPTH_FACTORS = (1.0, 0.85, 1.18, 0.72, 1.4, 1.7)  # starting depths (× the moments' estimate) tried in turn
+
+
+def _centred_start(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera, use: Sequence[str], depth: float
+                   ) -> np.ndarray:
+    """The shift that puts the points' centroid at ``depth`` on the line of sight through the pixels' centroid."""
+    pix = np.concatenate([p for n, p in an.ridge.items() if n in use and len(p)] or [np.zeros((0, 2))])
+    sel = np.isin(sp.cls, [sp.names.index(n) for n in use])
+    c = sp.points[sel].mean(axis=0) if sel.any() else sp.center
+    cu, cv = pix.mean(axis=0) if len(pix) else (camera.width / 2.0, camera.height / 2.0)
+    f = camera.focal
+    return np.array([(cu - camera.width / 2.0) * depth / f - c[0], -(cv - camera.height / 2.0) * depth / f - c[1],
+                     -c[2] - depth])
+
+
+def register_free_shift(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera,
+                        classes: Sequence[str] | None = None) -> ViewCamera:
+    """Fit the shift when the framing is unknown: ICP with wide first cut-offs (:data:`FREE_ICP_TAUS`)
+    from the moments' estimate, then, while the fit is poor, from other starting depths
+    (:data:`DEPTH_FACTORS`); the lowest chamfer cost wins.
+
+    ``classes`` limits the moments to colour classes only these points are drawn in.
+    """
+    use = [n for n in sp.names if classes is None or n in classes]
+    m = moment_shift(an, sp, camera, classes)
+    sel = np.isin(sp.cls, [sp.names.index(n) for n in use])
+    c = sp.points[sel].mean(axis=0) if sel.any() else sp.center
+    depth0 = -(c[2] + m[2])
+    best, best_cost = None, np.inf
+    for k, factor in enumerate(DEPTH_FACTORS):
+        start = m if k == 0 else _centred_start(an, sp, camera, use, depth0 * factor)
+        cam = refine_shift(an, sp, camera.with_shift(start), taus=FREE_ICP_TAUS)
+        q = fit_quality(an, sp, cam)
+        if q["chamfer"] < best_cost:
+            best, best_cost = cam, q["chamfer"]
+        if q["matched"] >= OK_MATCHED and q["explained"] >= OK_EXPLAINED:
+            break
+    return best
 
 
 # ----------------------------------------------------------------------------- registration
@@ -503,13 +550,12 @@ def register(scene: Scene, image: Any, fov_deg: float = FOV_DEG, points: ScenePo
     q = fit_quality(an, sp, tries[0])
     notes = []
     if q["matched"] < OK_MATCHED or q["explained"] < OK_EXPLAINED:
-        start = cam0.with_shift(moment_shift(an, sp, cam0))
-        alt = refine_shift(an, sp, start)
+        alt = register_free_shift(an, sp, cam0)
         qa = fit_quality(an, sp, alt)
         if qa["chamfer"] < q["chamfer"]:
             tries.append(alt)
             q = qa
-            notes.append("the benchmark framing did not fit; started from the image's moments")
+            notes.append("the benchmark framing did not fit; the camera was searched for from the image's moments")
     cam = tries[-1] if len(tries) > 1 and q is not None and notes else tries[0]
     ok = q["matched"] >= OK_MATCHED and q["explained"] >= OK_EXPLAINED
     if not ok:

@@ -32,6 +32,10 @@ class TinyConfig:
     ``byte_level_regex=False`` lets BPE merge across word boundaries, so long fixed text
     (templates, tool specs) costs few tokens while unseen strings (PDB IDs, atom names)
     stay a few characters each, which a small model can learn to copy.
+    ``isolate`` (a regex character class) makes those characters tokens of their own
+    everywhere: with ``"[0-9A-Z]"`` a PDB ID, residue number or atom name is the same run of
+    single-character tokens in the question, in a tool call and in a tool result, so
+    copying it is one uniform operation.
     ``image_min_tokens``/``image_max_tokens`` bound the merged vision tokens per image.
     """
 
@@ -47,6 +51,7 @@ class TinyConfig:
     vision_heads: int = 2
     vocab_size: int = 1500
     byte_level_regex: bool = True
+    isolate: str | None = None  # regex of characters that are always tokens of their own, e.g. "[0-9A-Z]"
     max_position_embeddings: int = 4096
     image_min_tokens: int = 4
     image_max_tokens: int = 64
@@ -79,18 +84,19 @@ def default_corpus() -> list[str]:
 
 
 def tiny_tokenizer(corpus: Iterable[str] | None = None, vocab_size: int = 1500, repeat: int = 4,
-                   byte_level_regex: bool = True):
+                   byte_level_regex: bool = True, isolate: str | None = None):
     """A byte-level BPE tokenizer trained on ``corpus`` (default :func:`default_corpus`) with Qwen's special tokens."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=byte_level_regex)
-    if byte_level_regex:
-        tok.pre_tokenizer = byte_level
-    else:  # merges may cross spaces but never a line end, so a chat turn's header ("assistant\n") stays apart
-        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split("\n", behavior="merged_with_previous"),
-                                                     byte_level])
+    steps = []
+    if not byte_level_regex:  # merges may cross spaces but never a line end: a turn's header ("assistant\n") stays apart
+        steps.append(pre_tokenizers.Split("\n", behavior="merged_with_previous"))
+    if isolate:
+        steps.append(pre_tokenizers.Split(Regex(isolate), behavior="isolated"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence(steps + [byte_level]) if steps else byte_level
     tok.decoder = decoders.ByteLevel()
     texts = list(default_corpus() if corpus is None else corpus) * repeat
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
@@ -175,7 +181,8 @@ def save_tiny_qwen(folder: Path, family: str = "qwen2_5_vl", safetensors: bool =
     cfg = cfg or TinyConfig(family=family)
     if cfg.family != family:
         cfg = TinyConfig(**{**cfg.to_dict(), "family": family})
-    fast = tiny_tokenizer(corpus, vocab_size=cfg.vocab_size, byte_level_regex=cfg.byte_level_regex)
+    fast = tiny_tokenizer(corpus, vocab_size=cfg.vocab_size, byte_level_regex=cfg.byte_level_regex,
+                          isolate=cfg.isolate)
     model, patch = build_model(cfg, fast)
     return save_model(Path(folder), model, fast, image_processor(patch, cfg), safetensors=safetensors)
 
