@@ -158,7 +158,7 @@ def test_registry_specs_and_direct_calls(qset):
     assert "Returns:" in specs[0]["function"]["description"]
     res = reg.call("structure_info", '{"pdb_id": "7x9k", "ligand": "8OG"}')
     assert res.ok and res.output["ligand"]["code"] == "8OG"
-    assert {c["code"] for c in res.output["other_ligand_candidates"]} == {"8DG", "FRU"}
+    assert {c["code"] for c in res.output["other_ligand_candidates"]} == {"8DG", "FRU", "GLC"}  # GLC: an additive-listed sugar, a candidate behind the others
     assert ctx.image(4) == qs[0].image_paths(path.parent)[3]
     with pytest.raises(MisiError, match="image 5 does not exist"):
         ctx.image(5)
