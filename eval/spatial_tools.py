@@ -19,7 +19,8 @@ Writes, under ``--out``:
   item (median, mean, max), and every item's prediction, score, margin and residual;
 * ``spatial_tools_<label>.md``: the same as a table, plus the failure cases;
 * ``spatial_failures/<label>/<id>.png``: for up to ``--failures`` failures per task, the
-  question's images side by side with the gold answer and the tool's answer;
+  question's images side by side with the gold answer and the tool's answer; likewise
+  ``spatial_unsure/<label>/<id>.png`` for right answers the tool was unsure of (the hard cases);
 * ``spatial_tools.md`` / ``spatial_tools.png``: all labels found in ``--out`` side by side
   (a bar chart of composite scores per task and renderer).
 """
@@ -129,7 +130,7 @@ def summarise(records: list[dict]) -> dict:
     return out
 
 
-def write_markdown(path: Path, label: str, source: str, summary: dict, records: list[dict], failures: list[str]) -> None:
+def write_markdown(path: Path, label: str, source: str, summary: dict, records: list[dict], pictured: set) -> None:
     lines = [f"# Spatial tools on {label} images", "", f"Question set: `{source}`; tools called directly (no planner), "
              "structure grounding; gold answers used only for scoring.", "",
              "| task | n | composite | exact | target | sure | exact when sure | exact when unsure | median s | max s |",
@@ -142,9 +143,15 @@ def write_markdown(path: Path, label: str, source: str, summary: dict, records: 
     bad = [r for r in records if r["composite"] < 1.0]
     lines += ["", f"## Failures ({len(bad)})", ""]
     for r in bad:
-        pic = f" — [picture]({failures[0]}/{r['id']}.png)" if failures and r["id"] in failures[1] else ""
+        pic = f" — [picture](spatial_failures/{label}/{r['id']}.png)" if r["id"] in pictured else ""
         lines.append(f"- `{r['id']}`: gold `{r['gold']}`, tool `{r.get('prediction')}` (composite {r['composite']:.2f}, "
                      f"margin {r.get('margin')}, confident {r.get('confident')}){' ' + r['error'] if r.get('error') else ''}{pic}")
+    unsure = [r for r in records if r["composite"] >= 1.0 and not r.get("confident")]
+    lines += ["", f"## Right but unsure ({len(unsure)})", ""]
+    for r in unsure:
+        pic = f" — [picture](spatial_unsure/{label}/{r['id']}.png)" if r["id"] in pictured else ""
+        why = "; ".join(r.get("notes") or [])
+        lines.append(f"- `{r['id']}`: `{r.get('prediction')}` (margin {r.get('margin')}): {why}{pic}")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -196,7 +203,9 @@ def main(argv=None) -> int:
     ap.add_argument("--label", required=True, help="name of this run (e.g. the renderer)")
     ap.add_argument("--out", default=str(REPO / "eval" / "results"))
     ap.add_argument("--limit", type=int, default=None, help="at most this many questions per task")
-    ap.add_argument("--failures", type=int, default=8, help="failure pictures per task")
+    ap.add_argument("--failures", type=int, default=8, help="failure (and unsure) pictures per task")
+    ap.add_argument("--redraw", action="store_true",
+                    help="do not run the tools: redraw pictures and reports from spatial_tools_<label>.json")
     args = ap.parse_args(argv)
     qpath = Path(args.questions)
     questions = [q for q in read_questions(qpath) if q.task in GEOMETRIC]
@@ -211,32 +220,36 @@ def main(argv=None) -> int:
     store = StructureStore(args.structures, use_env=False, include_embedded=False)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    records = []
-    for q in tqdm(questions, desc=f"spatial tools ({args.label})", unit="item"):
-        rec = run_item(q, qpath.parent, store)
-        s = score_item(q, rec.get("prediction"))
-        rec.update(id=q.id, task=q.task, gold=q.answer, composite=s.composite, exact=s.exact, status=s.status)
-        records.append(rec)
-    summary = summarise(records)
-    fail_dir = out / "spatial_failures" / args.label
-    if fail_dir.is_dir():  # pictures of an earlier run of this label
-        for old in fail_dir.glob("*.png"):
-            old.unlink()
-    pictured = set()
-    per_task: dict[str, int] = {}
-    for r in records:
-        if r["composite"] < 1.0 and per_task.get(r["task"], 0) < args.failures:
-            q = next(q for q in questions if q.id == r["id"])
-            failure_picture(q, qpath.parent, r, fail_dir / f"{r['id']}.png")
-            pictured.add(r["id"])
-            per_task[r["task"]] = per_task.get(r["task"], 0) + 1
-    data = {"label": args.label, "questions": str(qpath), "summary": summary, "items": records}
     jpath = out / f"spatial_tools_{args.label}.json"
+    if args.redraw:
+        records = json.loads(jpath.read_text(encoding="utf-8"))["items"]
+    else:
+        records = []
+        for q in tqdm(questions, desc=f"spatial tools ({args.label})", unit="item"):
+            rec = run_item(q, qpath.parent, store)
+            s = score_item(q, rec.get("prediction"))
+            rec.update(id=q.id, task=q.task, gold=q.answer, composite=s.composite, exact=s.exact, status=s.status)
+            records.append(rec)
+    summary = summarise(records)
+    by_id = {q.id: q for q in questions}
+    pictured = set()
+    for kind, wanted in (("spatial_failures", lambda r: r["composite"] < 1.0),
+                         ("spatial_unsure", lambda r: r["composite"] >= 1.0 and not r.get("confident"))):
+        folder = out / kind / args.label
+        if folder.is_dir():  # pictures of an earlier run of this label
+            for old in folder.glob("*.png"):
+                old.unlink()
+        per_task: dict[str, int] = {}
+        for r in records:
+            if wanted(r) and r["id"] in by_id and per_task.get(r["task"], 0) < args.failures:
+                failure_picture(by_id[r["id"]], qpath.parent, r, folder / f"{r['id']}.png")
+                pictured.add(r["id"])
+                per_task[r["task"]] = per_task.get(r["task"], 0) + 1
+    data = {"label": args.label, "questions": str(qpath), "summary": summary, "items": records}
     tmp = jpath.with_suffix(".part")
     tmp.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
     tmp.replace(jpath)
-    write_markdown(out / f"spatial_tools_{args.label}.md", args.label, str(qpath), summary, records,
-                   [f"spatial_failures/{args.label}", pictured])
+    write_markdown(out / f"spatial_tools_{args.label}.md", args.label, str(qpath), summary, records, pictured)
     combined_report(out)
     for task, s in summary.items():
         print(f"{task:22s} n={s['n']:3d} composite {s['composite']:6.2f} exact {s['exact']:5.1f} (target ≥{s['target']}) "
