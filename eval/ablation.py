@@ -314,22 +314,47 @@ def true_complex(q, store):
     return load_complex(src, meta.get("ligand"), pdb_id=meta.get("pdb_id"))
 
 
-def oracle_output(q, store) -> dict[str, Any]:
-    """The tool result computed from the truth (see the module doc)."""
-    from misi_agent.agent.knowledge_variants import pocket_result, residue_result
-    from misi_agent.structure import ResidueKey
+def _oracle_context(images: list[Path], store, cx):
+    """An agent context whose every structure lookup returns the item's true complex."""
+    from misi_agent.agent.context import AgentContext, LigandCandidate, LigandChoice
 
+    cand = LigandCandidate(cx.ligand_key, int(cx.ligand.array_length()), tuple(str(n) for n in cx.ligand.atom_name))
+    choice = LigandChoice(cand, "oracle: the ligand copy the item was made from", (cand,))
+
+    class OracleContext(AgentContext):
+        def complex(self, pdb_id, **kwargs):
+            return cx, choice
+
+    return OracleContext(images=images, store=store, grounding="structure")
+
+
+def oracle_output(q, store, images: list[Path], call: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    """The result of the task's tool computed from the truth, in that tool's own output format.
+
+    H-bond tasks: the agent's own chemistry tool run on the true complex (the ligand copy
+    the generator used). Geometric tasks: a spatial-tool answer record (the real tools'
+    format) holding the true operation from the item's generation record.
+    """
     params = (q.meta or {}).get("params") or {}
-    if q.task == T.RESIDUE_LIGAND:
-        r = params["residue"]
-        key = ResidueKey(str(r["chain"]), int(r["number"]), str(r.get("insertion_code") or ""), str(r["name"]))
-        return residue_result(true_complex(q, store), key, "chimerax")
-    if q.task == T.POCKET_LIGAND:
-        return pocket_result(true_complex(q, store), "chimerax")
-    out = {"answer": q.answer}
-    if params.get("commands"):
-        out["commands"] = params["commands"]
-    out["source"] = "oracle: the true operation recorded when the item was made"
+    if q.task in (T.RESIDUE_LIGAND, T.POCKET_LIGAND):
+        from misi_agent.agent.toolset import build_registry
+
+        cx = true_complex(q, store)
+        res = build_registry(_oracle_context(images, store, cx)).call(call[0], call[1])
+        if not res.ok:
+            raise EvalError(f"oracle {call[0]} failed on {q.id}: {res.error}")
+        return res.output
+    note = "oracle: the true operation recorded when the item was made"
+    try:
+        from misi_agent.tools.spatial_records import SpatialAnswer
+
+        out = SpatialAnswer(task=q.task, answer=q.answer, score=0.0, runner_up=None, runner_up_score=None, margin=None,
+                            residual=0.0, confident=True, notes=(note,),
+                            details={"commands": params.get("commands")}).to_dict()
+    except ImportError:
+        out = {"task": q.task, "answer": q.answer, "notes": [note], "details": {"commands": params.get("commands")}}
+    meta = q.meta or {}
+    out["ligand"] = {"code": meta.get("ligand"), "chosen_because": "oracle: the item's ligand"}
     return out
 
 
@@ -374,7 +399,7 @@ class ArmRunner:
         if self.arm.kind == "oracle":
             call = expected_call(q)
             if call is not None and call[0] in reg:
-                result = oracle_output(q, self.store)
+                result = oracle_output(q, self.store, images, call)
                 tool = reg.get(call[0])
                 replaced = Registry()
                 for n in reg.names():
@@ -614,9 +639,23 @@ def paired_difference(a: dict[str, dict[str, float]], b: dict[str, dict[str, flo
     for _ in range(n):
         boots.append(np.mean([100 * d[rng.integers(0, len(d), len(d))].mean() for d in diffs.values()]))
     lo, hi = np.quantile(boots, [0.025, 0.975])
+    every = np.concatenate(list(diffs.values()))
+    wins, losses = int((every > 1e-9).sum()), int((every < -1e-9).sum())
+    p_sign = sign_test(wins, losses)
     return {"difference": round(point, 2), "ci95": [round(float(lo), 2), round(float(hi), 2)],
             "columns": list(common), "items": int(sum(len(v) for v in common.values())),
-            "significant": bool(lo > 0 or hi < 0)}
+            "a_better": wins, "b_better": losses, "sign_test_p": round(p_sign, 4),
+            "significant": bool((lo > 0 or hi < 0) and p_sign < 0.05)}
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Two-sided exact sign test of paired items (ties dropped): the chance of a split at least this uneven."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    from scipy.stats import binomtest
+
+    return float(binomtest(wins, n, 0.5).pvalue)
 
 
 # ----------------------------------------------------------------------------- scoring and reports
@@ -662,6 +701,8 @@ def arm_summary(arm: ArmSpec, qs: list, records: dict, cfg: AblationConfig) -> d
             "valid_calls_pct": round(100 * sum(c["valid"] for r in recs for c in r.get("tool_calls", []))
                                      / max(1, sum(r.get("n_calls", 0) for r in recs)), 2),
             "first_call_as_router_pct": round(100 * sum(bool(r.get("first_call_as_router")) for r in recs) / n, 2),
+            "first_tool_as_router_pct": round(100 * sum(_first_tool_right(q, records.get(q.id)) for q in qs
+                                                        if q.id in records) / n, 2),
             "invalid_reasons": _count(c.get("invalid") for r in recs for c in r.get("tool_calls", []) if not c["valid"]),
             "mean_turns": round(sum(r.get("turns", 0) for r in recs) / n, 2),
             "max_turns": max(r.get("turns", 0) for r in recs),
@@ -681,11 +722,22 @@ def arm_summary(arm: ArmSpec, qs: list, records: dict, cfg: AblationConfig) -> d
     return {"result": result, "ci": ci, "by_id": by_id, "planner": planner, "errors": errors}
 
 
+def _first_tool_right(q, rec: dict | None) -> bool:
+    """The model's first call names the tool the router calls for this question (arguments aside)."""
+    calls = (rec or {}).get("tool_calls") or []
+    exp = expected_call(q)
+    return bool(calls) and exp is not None and calls[0].get("name") == exp[0]
+
+
 def _count(values) -> dict[str, int]:
     out: dict[str, int] = {}
     for v in values:
         out[str(v)] = out.get(str(v), 0) + 1
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def _p(p: float) -> str:
+    return "<1e-4" if p < 1e-4 else f"{p:.2g}"
 
 
 def _fmt(v: float | None) -> str:
@@ -744,23 +796,33 @@ def tables_markdown(set_name: str, n_items: int, arms: list[ArmSpec], summaries:
     if planners:
         out += ["### Planner arms: tool calls and turns (from the agent traces)", "",
                 "| arm | items | items with calls | items with only valid calls (%) | 95% CI | valid calls (%) | "
-                "first call = router's (%) | mean turns | max turns | answered (%) |",
-                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                "first tool = router's (%) | first call = router's, arguments too (%) | mean turns | max turns | "
+                "answered (%) |",
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for a, p in planners:
             ci = p["valid_call_items_ci95"]
             out.append(f"| {a.label} | {p['items']} | {p['items_with_calls']} | {p['valid_call_items_pct']:.1f} | "
-                       f"{ci[0]:.0f}–{ci[1]:.0f} | {p['valid_calls_pct']:.1f} | {p['first_call_as_router_pct']:.1f} | "
-                       f"{p['mean_turns']:.2f} | {p['max_turns']} | {p['answered_pct']:.1f} |")
+                       f"{ci[0]:.0f}–{ci[1]:.0f} | {p['valid_calls_pct']:.1f} | {p['first_tool_as_router_pct']:.1f} | "
+                       f"{p['first_call_as_router_pct']:.1f} | {p['mean_turns']:.2f} | {p['max_turns']} | "
+                       f"{p['answered_pct']:.1f} |")
+        out += ["", "Valid: the call parses, names a listed tool and its arguments pass the tool's JSON schema. "
+                "Router's call: the call the symbolic router makes for the question (PDB IDs compared "
+                "case-insensitively). For the oracle arm the inserted call is not counted; only the model's own calls are."]
         out.append("")
     if diffs:
-        out += ["### Paired differences (composite, mean over the columns both arms cover; 95% bootstrap CI)", "",
-                "| A | B | A − B | 95% CI | columns | items | beyond noise | columns beyond noise (A − B) |",
+        out += ["### Paired differences (composite, mean over the columns both arms cover)", "",
+                "Same items for both arms. Beyond noise: the 95% paired bootstrap interval excludes 0 **and** the "
+                "two-sided exact sign test over the items that differ gives p < 0.05 (with 10-20 items a column, "
+                "the bootstrap alone is too generous when only a few items differ).", "",
+                "| A | B | A − B | 95% CI | items A better / B better | sign test p | beyond noise | "
+                "columns beyond noise (A − B) |",
                 "| --- | --- | ---: | ---: | ---: | ---: | :---: | --- |"]
         for d in diffs:
             cols_sig = ", ".join(f"{T.COLUMN_LABELS[c]} {v['difference']:+.0f}" for c, v in d.get("per_column", {}).items()
                                  if v["significant"]) or "none"
             out.append(f"| {d['a']} | {d['b']} | {d['difference']:+.2f} | {d['ci95'][0]:+.1f} … {d['ci95'][1]:+.1f} | "
-                       f"{len(d['columns'])} | {d['items']} | {'yes' if d['significant'] else 'no'} | {cols_sig} |")
+                       f"{d['a_better']} / {d['b_better']} | {_p(d['sign_test_p'])} | "
+                       f"{'yes' if d['significant'] else 'no'} | {cols_sig} |")
         out.append("")
     notes = [f"- `{a.name}`: {status[a.name].get('reason')}" for a in arms
              if status.get(a.name, {}).get("status") == NOT_AVAILABLE_MARK]
@@ -859,8 +921,17 @@ def training_reports(cfg: AblationConfig, arms: list[ArmSpec]) -> dict[str, Any]
     return out
 
 
+def _rel(text: str) -> str:
+    """Paths inside the repository written relative to its root (commands then work in any checkout)."""
+    return text.replace(str(REPO) + os.sep, "")
+
+
 def commands_text(cfg: AblationConfig, config_path: str) -> str:
     """The exact commands that reproduce the results (recorded beside them)."""
+    return _rel(_commands_text(cfg, config_path))
+
+
+def _commands_text(cfg: AblationConfig, config_path: str) -> str:
     lines = ["# Reproduce (from the repository root, after `pip install -e .`)", "",
              f"python eval/ablation.py --config {config_path}", "",
              "# ... which runs, when their outputs are missing:"]
@@ -964,7 +1035,8 @@ def run(cfg: AblationConfig, *, arms: list[str] | None = None, sets: list[str] |
                             dc = paired_difference(summaries[a.name]["by_id"], summaries[b.name]["by_id"], (c,),
                                                    cfg.bootstrap, cfg.seed)
                             if dc is not None:
-                                per_col[c] = {k: dc[k] for k in ("difference", "ci95", "items", "significant")}
+                                per_col[c] = {k: dc[k] for k in ("difference", "ci95", "items", "a_better", "b_better",
+                                                                  "sign_test_p", "significant")}
                         diffs.append({"a": a.name, "b": b.name, **d, "per_column": per_col})
             md = tables_markdown(s.name, len(qs), set_arms, summaries, all_status[s.name], diffs)
             set_dir = cfg.results_dir / s.name
@@ -987,7 +1059,7 @@ def run(cfg: AblationConfig, *, arms: list[str] | None = None, sets: list[str] |
         report["models"] = training_reports(cfg, chosen_arms)
         report["cache"] = cache.stats() if cache else None
         report["seconds"] = round(time.perf_counter() - t_start, 1)
-        write_text_atomic(cfg.results_dir / "results.json", json.dumps(report, indent=2, default=str) + "\n")
+        write_text_atomic(cfg.results_dir / "results.json", _rel(json.dumps(report, indent=2, default=str)) + "\n")
         write_text_atomic(cfg.results_dir / "commands.md", commands_text(cfg, config_path or cfg.source))
         md_all = "\n".join((cfg.results_dir / s.name / "table.md").read_text() for s in chosen_sets)
         write_text_atomic(cfg.results_dir / "tables.md", f"# Ablation `{cfg.name}`\n\n" + md_all)
