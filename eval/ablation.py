@@ -921,6 +921,21 @@ def training_reports(cfg: AblationConfig, arms: list[ArmSpec]) -> dict[str, Any]
     return out
 
 
+def git_state() -> dict[str, Any] | None:
+    """The checkout's commit and whether it has uncommitted changes (recorded with the results)."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                               capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode:
+        return None
+    return {"commit": head.stdout.strip(), "uncommitted_changes": bool(dirty.stdout.strip())}
+
+
 def _rel(text: str) -> str:
     """Paths inside the repository written relative to its root (commands then work in any checkout)."""
     return text.replace(str(REPO) + os.sep, "")
@@ -981,7 +996,8 @@ def run(cfg: AblationConfig, *, arms: list[str] | None = None, sets: list[str] |
     store = StructureStore(cfg.structures, use_env=False)
     cache = CallCache(cfg.cache) if cfg.cache else None
     fingerprint = fingerprint or code_fingerprint()
-    report: dict[str, Any] = {"config": cfg.source, "name": cfg.name, "sets": {}, "code_fingerprint": fingerprint}
+    report: dict[str, Any] = {"config": cfg.source, "name": cfg.name, "sets": {}, "code_fingerprint": fingerprint,
+                              "git": git_state()}
     t_start = time.perf_counter()
     try:
         qsets = {s.name: (ensure_question_set(s, progress=progress), s) for s in chosen_sets}

@@ -141,6 +141,32 @@ def test_training_sees_what_generation_sees(trained):
     assert torch.allclose(gen.logits[0][0], full, atol=1e-4)
 
 
+def test_identifier_augmentation_is_consistent(trained):
+    """Fresh PDB IDs and residue numbers replace the old ones everywhere in a conversation except image paths."""
+    import random
+
+    cfg, _, _ = trained
+    rows = F.read_transcripts(cfg.work_dir / "transcripts-tools.jsonl")
+    row = next(r for r in rows if r["task"] == "residue_ligand_interaction")
+    new = F.augment_row(row, random.Random(3), ("pdb_ids", "residue_numbers"))
+    old_args = json.loads(row["messages"][2]["tool_calls"][0]["function"]["arguments"])
+    new_args = json.loads(new["messages"][2]["tool_calls"][0]["function"]["arguments"])
+    assert new_args["pdb_id"] != old_args["pdb_id"] and new_args["residue"] != old_args["residue"]
+    assert new_args["chain"] == old_args["chain"]
+    question = new["messages"][1]["content"][-1]["text"]
+    assert f"PDB entry {new_args['pdb_id']}" in question and f"{new_args['residue']} of chain" in question
+    result = json.loads(new["messages"][3]["content"])["result"]
+    assert result["residue"] == new_args["residue"]
+    texts = [m["content"] if isinstance(m["content"], str) else " ".join(p.get("text", "") for p in m["content"])
+             for m in new["messages"]]
+    text = json.dumps(texts + [new["messages"][2]["tool_calls"]])
+    assert old_args["pdb_id"].upper() not in text.upper()
+    paths = [p["path"] for m in new["messages"] if isinstance(m["content"], list) for p in m["content"]
+             if p.get("type") == "image"]
+    assert all(Path(p).is_file() for p in paths)  # image paths untouched
+    assert new["messages"][4]["content"] == row["messages"][4]["content"]  # T4 answers name no number
+
+
 def test_same_seed_same_weights(trained, tmp_path, qset):
     cfg, log, folder = trained
     from safetensors.torch import load_file
