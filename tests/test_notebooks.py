@@ -6,7 +6,9 @@ with ``.venv/bin/python -m pytest`` runs the notebooks in the same environment, 
 kernels the user has installed. Execution time is measured, printed (``pytest -s``) and
 never asserted. After the notebook's own cells, one probe cell reads the notebook's
 variables, so the checks compare what the notebook computed with independent sources
-(the committed example questions' gold answers, the committed ablation results).
+(the committed example questions' gold answers, the committed ablation results, the
+H-bond engines run here). The notebooks are committed with their outputs for readers;
+those are cleared before execution and never checked.
 """
 from __future__ import annotations
 
@@ -91,7 +93,7 @@ def text_of(cell: nbformat.NotebookNode) -> str:
 
 
 def test_there_are_notebooks():
-    assert "explore_complex.ipynb" in [p.name for p in NOTEBOOKS], "notebooks/explore_complex.ipynb missing"
+    assert {"explore_complex.ipynb", "hbond_rules.ipynb"} <= {p.name for p in NOTEBOOKS}
 
 
 PROBE = """
@@ -165,9 +167,74 @@ def check_explore_complex(nb: nbformat.NotebookNode, got: dict) -> None:
     assert "image/png" in mimetypes(tagged(nb, "ablation"))
 
 
+PROBE_RULES = """
+import json
+print(json.dumps({
+    "rules": list(RULES),
+    "pairs": {pid: {rule: sorted(map(list, found)) for rule, found in p.items()} for pid, p in pairs.items()},
+    "ligands": {pid: cx.ligand_code for pid, cx in complexes.items()},
+    "summary": summary,
+    "reasons": {title: dict(counts) for title, counts in reason_counts.items()},
+    "openbabel_loaded": any("openbabel" in m.lower() for m in sys.modules),
+}))
+"""
+
+
+def check_hbond_rules(nb: nbformat.NotebookNode, got: dict) -> None:
+    """hbond_rules.ipynb: the rules' pair sets against the engines run here, every
+    disagreement given a reason, the tables and the plot shown."""
+    import csv
+
+    from misi_agent.agent.knowledge_variants import distance_hbonds
+    from misi_agent.agent.store import EMBEDDED_DIR
+    from misi_agent.structure import load_complex
+    from misi_agent.tools.hbonds import find_hbonds
+
+    assert got["openbabel_loaded"] is False
+    relaxed, strict, plip, dist = got["rules"]
+    with (EMBEDDED_DIR / "manifest.csv").open() as fh:
+        manifest = list(csv.DictReader(fh))
+    assert sorted(got["pairs"]) == sorted(r["pdb_id"] for r in manifest)
+
+    def keys(found):
+        return sorted([b.chain, int(b.residue_number), b.insertion_code, b.residue_name, b.protein_atom, b.ligand_atom]
+                      for b in found)
+
+    for row in manifest:
+        cx = load_complex(EMBEDDED_DIR / row["file"], row["ligand_ccd"] or None)
+        p = got["pairs"][cx.pdb_id]
+        assert got["ligands"][cx.pdb_id] == cx.ligand_code
+        assert p[relaxed] == sorted(map(list, {tuple(k) for k in keys(find_hbonds(cx))}))
+        assert p[strict] == sorted(map(list, {tuple(k) for k in keys(find_hbonds(cx, mode="strict"))}))
+        assert p[dist] == sorted(map(list, {tuple(k) for k in keys(distance_hbonds(cx))}))
+
+    n = len(manifest)
+    assert got["summary"][relaxed] == {"pairs": sum(len(p[relaxed]) for p in got["pairs"].values()),
+                                       "t9_exact": n, "mean_jaccard": 1.0}
+    assert got["summary"][plip]["pairs"] > 0
+    for rule in (strict, plip, dist):
+        assert got["summary"][rule]["t9_exact"] == sum(p[rule] == p[relaxed] for p in got["pairs"].values())
+
+    def differ(a, b):
+        return sum(len({tuple(x) for x in p[a]} - {tuple(x) for x in p[b]}) for p in got["pairs"].values())
+
+    reasons = got["reasons"]
+    assert sum(reasons["only benchmark, vs PLIP"].values()) == differ(relaxed, plip) > 0
+    assert sum(reasons["only PLIP"].values()) == differ(plip, relaxed) > 0
+    assert sum(reasons["only distance rule"].values()) == differ(dist, relaxed) > 0
+    assert sum(reasons["only benchmark, vs distance rule"].values()) == differ(relaxed, dist)
+    assert not [r for c in reasons.values() for r in c if r.startswith("unexplained")]
+
+    assert "| 7USH | 82V |" in text_of(tagged(nb, "rules"))
+    assert "image/png" in mimetypes(tagged(nb, "distances"))
+    assert text_of(tagged(nb, "reasons")).count("| reason | pairs |") == 4
+    assert text_of(tagged(nb, "focus")).count("| 1AKU |") >= 5
+
+
 # Notebook name -> (probe code, checker). A notebook without an entry must still run cleanly
 # and produce output.
-CHECKS = {"explore_complex.ipynb": (PROBE, check_explore_complex)}
+CHECKS = {"explore_complex.ipynb": (PROBE, check_explore_complex),
+          "hbond_rules.ipynb": (PROBE_RULES, check_hbond_rules)}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
