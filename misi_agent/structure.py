@@ -142,10 +142,24 @@ def structure_format(path: Path) -> str:
 
 
 def read_atoms(path: str | Path) -> struc.AtomArray:
-    """Read the first model of an mmCIF or PDB entry with author fields, first altloc and bonds."""
+    """Read the first model of an mmCIF or PDB entry with author fields, first altloc and bonds.
+
+    Parsing an mmCIF entry costs 0.1-0.5 s, and one question's tools may read the same entry
+    several times (choosing the ligand, then loading the complex), so parsed entries are kept
+    in a small in-process cache keyed by the file's path, size and modification time; each
+    call gets its own copy, so callers may modify what they get.
+    """
     path = Path(path)
     if not path.is_file():
         raise StructureError(f"{path}: no such file")
+    stat = path.stat()
+    return _read_atoms_cached(str(path.resolve()), stat.st_size, stat.st_mtime_ns).copy()
+
+
+@lru_cache(maxsize=24)
+def _read_atoms_cached(path_text: str, size: int, mtime_ns: int) -> struc.AtomArray:
+    """:func:`read_atoms`'s parse, cached (``size`` and ``mtime_ns`` make a changed file a new key)."""
+    path = Path(path_text)
     fmt = structure_format(path)
     text = _open_text(path)
     try:

@@ -72,6 +72,12 @@ def test_geometric_programs_name_the_spatial_tool_they_need(hbond_set):
     assert args["bond"] == {"chain": "A", "residue_name": "ASN", "residue_number": "100", "residue_atom": "ND2",
                             "ligand_atom": "O17"}
     assert args["options"] == dict(zip("ABCD", opts)) and args["images"] == [1, 2, 3, 4, 5, 6]
+    # atom names ending in primes or quotes (nucleotide-like ligands) are read whole from the prompt
+    for res_atom, lig_atom in (("O5'", "O2'"), ("NZ", 'C1"'), ("OG", "N3*")):
+        text_p = build_prompt(T.INTERACTION_LOCATION, pdb_id="6YQW", chain="A", residue_name="LYS",
+                              residue_number="47", residue_atom=res_atom, ligand_atom=lig_atom, options=opts)
+        bond = read_details(text_p).bond
+        assert (bond.residue_atom, bond.ligand_atom) == (res_atom, lig_atom)
     text5 = build_prompt(T.TRANSLATION_ROTATION, pdb_id="6YQW", target_pdb_id="7F5D")
     name, args = first_call(T.TRANSLATION_ROTATION, read_details(text5), 11)
     assert (args["pdb_id"], args["target_pdb_id"]) == ("6yqw", "7f5d") and "target_ligand" not in args

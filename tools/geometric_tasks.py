@@ -96,16 +96,23 @@ class Registered:
 _REGISTERED: "OrderedDict[tuple, tuple[Complex, Registered]]" = OrderedDict()
 
 
-def _cached(kind: str, cx: Complex, image: Any, make) -> Registered:
-    """Registrations of image files are remembered per complex object (the ligand-choice check and the
-    solver then share one)."""
+def _cache_key(kind: str, cx: Complex, image: Any) -> tuple | None:
+    """The registration cache's key of an image file (None for in-memory images)."""
     if not isinstance(image, (str, Path)):
-        return make()
+        return None
     try:
         st = os.stat(image)
     except OSError:
+        return None
+    return (kind, id(cx), str(Path(image).resolve()), st.st_size, st.st_mtime_ns)
+
+
+def _cached(kind: str, cx: Complex, image: Any, make) -> Registered:
+    """Registrations of image files are remembered per complex object (the ligand-choice check and the
+    solver then share one)."""
+    key = _cache_key(kind, cx, image)
+    if key is None:
         return make()
-    key = (kind, id(cx), str(Path(image).resolve()), st.st_size, st.st_mtime_ns)
     hit = _REGISTERED.get(key)
     if hit is not None and hit[0] is cx:
         _REGISTERED.move_to_end(key)
@@ -126,6 +133,28 @@ def register_front(cx: Complex, image: Any) -> Registered:
         return Registered(scene, sp, rec, cam)
 
     return _cached("front", cx, image, make)
+
+
+def register_front_quick(cx: Complex, image: Any) -> Registered:
+    """:func:`register_front` without the framing search: a cheap test of whether ``cx`` is what the image shows.
+
+    A fit that is ``ok`` is exactly what :func:`register_front` would return, so it is
+    remembered as that too (the solver then reuses it).
+    """
+    full = _REGISTERED.get(_cache_key("front", cx, image))
+    if full is not None and full[0] is cx:
+        return full[1]
+
+    def make() -> Registered:
+        scene = scene_from_complex(cx, "front")
+        sp = scene_points(scene)
+        rec, cam = register(scene, image, points=sp, search=False)
+        return Registered(scene, sp, rec, cam)
+
+    reg = _cached("front-quick", cx, image, make)
+    if reg.record.ok:
+        _cached("front", cx, image, lambda: reg)
+    return reg
 
 
 def register_pocket(cx: Complex, image: Any) -> Registered:

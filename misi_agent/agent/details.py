@@ -22,8 +22,8 @@ _T4_RESIDUE = re.compile(
     r"\b([A-Z]{3})\s?(-?\d+[A-Z]?)\s*(?:,\s*|\()?\s*of\s+chain\s+([A-Za-z0-9]{1,4})\b"
     r"|\bchain\s+([A-Za-z0-9]{1,4})\s*,?\s+([A-Z]{3})\s?(-?\d+[A-Z]?)\b")
 _T8_BOND = re.compile(
-    r"\bchain\s+([A-Za-z0-9]{1,4})\s*,\s*([A-Z]{3})\s?(-?\d+[A-Z]?)\s+([A-Z0-9'\"*]{1,4})\b"
-    r".{0,80}?\bligand\s+atom\s+([A-Z0-9'\"*]{1,5})\b", re.DOTALL)
+    r"\bchain\s+([A-Za-z0-9]{1,4})\s*,\s*([A-Z]{3})\s?(-?\d+[A-Z]?)\s+([A-Z0-9'\"*]{1,4})(?![A-Za-z0-9'\"*])"
+    r".{0,80}?\bligand\s+atom\s+([A-Z0-9'\"*]{1,5})(?![A-Za-z0-9'\"*])", re.DOTALL)  # names may end in a prime
 _OPTION = re.compile(r"^\s*\(?([A-D])[.):]\s+(.+?)\s*$", re.MULTILINE)
 _ATOM_NAME = re.compile(r"\bligand\s+atoms?\s+([A-Z0-9'\"*]{1,5}(?:\s*(?:,|and)\s*[A-Z0-9'\"*]{1,5})*)")
 _NOT_LIGAND_CODES = {"A", "I", "THE", "ATOM", "ATOMS", "AND", "IS", "IN"}
