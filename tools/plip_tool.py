@@ -63,13 +63,19 @@ class PlipError(MisiError):
 
 
 @dataclass(frozen=True)
-class PlipHBond:
-    """A PLIP hydrogen bond. ``distance`` is D···A, ``h_distance`` H···A (Open Babel's H)."""
+class _ResidueFields:
+    """The protein residue an interaction involves (the first four fields of every result type)."""
 
     residue_name: str
     residue_number: int
     insertion_code: str
     chain: str
+
+
+@dataclass(frozen=True)
+class PlipHBond(_ResidueFields):
+    """A PLIP hydrogen bond. ``distance`` is D···A, ``h_distance`` H···A (Open Babel's H)."""
+
     protein_atom: str
     ligand_atom: str
     donor: str  # "protein" | "ligand"
@@ -86,13 +92,9 @@ class PlipHBond:
 
 
 @dataclass(frozen=True)
-class PlipHydrophobic:
+class PlipHydrophobic(_ResidueFields):
     """A hydrophobic contact between two carbon atoms (PLIP: < 4.0 Å, reduced to one per patch)."""
 
-    residue_name: str
-    residue_number: int
-    insertion_code: str
-    chain: str
     protein_atom: str
     ligand_atom: str
     distance: float
@@ -102,13 +104,9 @@ class PlipHydrophobic:
 
 
 @dataclass(frozen=True)
-class PlipPiStacking:
+class PlipPiStacking(_ResidueFields):
     """Aromatic ring stacking: ``stacking`` is ``parallel`` or ``t-shaped``; distance between ring centroids."""
 
-    residue_name: str
-    residue_number: int
-    insertion_code: str
-    chain: str
     protein_atoms: tuple[str, ...]
     ligand_atoms: tuple[str, ...]
     distance: float
@@ -119,13 +117,9 @@ class PlipPiStacking:
 
 
 @dataclass(frozen=True)
-class PlipPiCation:
+class PlipPiCation(_ResidueFields):
     """A ring and a positive charge; ``charged`` says which side carries the charge."""
 
-    residue_name: str
-    residue_number: int
-    insertion_code: str
-    chain: str
     protein_atoms: tuple[str, ...]
     ligand_atoms: tuple[str, ...]
     distance: float
@@ -135,13 +129,9 @@ class PlipPiCation:
 
 
 @dataclass(frozen=True)
-class PlipSaltBridge:
+class PlipSaltBridge(_ResidueFields):
     """Charged groups within 5.5 Å (centre to centre); ``positive`` says which side is positive."""
 
-    residue_name: str
-    residue_number: int
-    insertion_code: str
-    chain: str
     protein_atoms: tuple[str, ...]
     ligand_atoms: tuple[str, ...]
     distance: float
@@ -150,13 +140,9 @@ class PlipSaltBridge:
 
 
 @dataclass(frozen=True)
-class PlipHalogenBond:
+class PlipHalogenBond(_ResidueFields):
     """C–X···O halogen bond: the ligand halogen donates, a protein O/N/S accepts."""
 
-    residue_name: str
-    residue_number: int
-    insertion_code: str
-    chain: str
     protein_atom: str
     ligand_atom: str
     distance: float
@@ -168,13 +154,9 @@ class PlipHalogenBond:
 
 
 @dataclass(frozen=True)
-class PlipWaterBridge:
+class PlipWaterBridge(_ResidueFields):
     """Protein and ligand linked through one water; ``donor`` is the side donating to the water."""
 
-    residue_name: str
-    residue_number: int
-    insertion_code: str
-    chain: str
     protein_atom: str
     ligand_atom: str
     donor: str  # "protein" | "ligand"
@@ -190,17 +172,13 @@ class PlipWaterBridge:
 
 
 @dataclass(frozen=True)
-class PlipMetalComplex:
+class PlipMetalComplex(_ResidueFields):
     """A metal ion coordinated by an atom (of the ligand, the protein or a water).
 
     The residue fields describe the coordinating atom's residue; ``location`` is PLIP's
     ``ligand``, ``protein.sidechain``, ``protein.mainchain`` or ``water``.
     """
 
-    residue_name: str
-    residue_number: int
-    insertion_code: str
-    chain: str
     target_atom: str
     location: str
     metal: str  # element / residue name of the ion, e.g. ZN
