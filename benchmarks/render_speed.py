@@ -20,7 +20,6 @@ If the PyMOL backend cannot be imported or started, its row says why and no rati
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 import time
@@ -29,22 +28,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-ROOT = Path(__file__).resolve().parents[1]
-POSEBUSTERS = Path("/work/shared/data/structures/posebusters")
-FIXTURES = ROOT / "misi_agent" / "data" / "structures"
-
-
-def entries(n: int) -> list[tuple[Path, str | None]]:
-    """(file, ligand CCD) of the first ``n`` PoseBusters entries, or of the fixtures."""
-    for folder in (POSEBUSTERS, FIXTURES):
-        manifest = folder / "manifest.csv"
-        if manifest.is_file():
-            with manifest.open() as fh:
-                rows = sorted(csv.DictReader(fh), key=lambda r: r["pdb_id"])
-            out = [(folder / r["file"], r["ligand_ccd"] or None) for r in rows if (folder / r["file"]).is_file()]
-            if out:
-                return out[:n]
-    raise SystemExit("no structures found (neither PoseBusters nor fixtures)")
+from _entries import ROOT, entries  # noqa: E402  (benchmarks/ is on sys.path)
 
 
 def load_scenes(n: int, views: list[str]):

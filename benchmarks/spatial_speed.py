@@ -19,7 +19,6 @@ median to the 1 s target.
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 import time
@@ -28,23 +27,18 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+import _entries  # noqa: E402  (benchmarks/ is on sys.path)
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-POSEBUSTERS = Path("/work/shared/data/structures/posebusters")
-FIXTURES = ROOT / "misi_agent" / "data" / "structures"
 TARGET_S = 1.0
 TASKS = ("translation", "rotation", "zooming", "translation_rotation", "rotation_rotation", "docking",
          "interaction_location")
 
 
 def entries(n: int) -> list[tuple[Path, str]]:
-    for folder in (POSEBUSTERS, FIXTURES):
-        manifest = folder / "manifest.csv"
-        if manifest.is_file():
-            rows = [r for r in csv.DictReader(manifest.open()) if (r.get("ligand_ccd") or "").strip()]
-            rows.sort(key=lambda r: r["pdb_id"])
-            return [(folder / r["file"], r["ligand_ccd"].strip()) for r in rows[: n + 4]]
-    raise SystemExit("no structures found")
+    """The first ``n`` + 4 entries with a ligand code (a few spare for tasks an entry cannot make)."""
+    return _entries.entries(n + 4, with_ligand=True)
 
 
 def make_items(n: int, renderer_name: str, size: int):
