@@ -1,0 +1,585 @@
+"""Who is who in a reconstructed complex: residue names, numbers and atom names, ligand atom names and bonds.
+
+The pictures carry identity in two forms: text labels (read by :mod:`misi_agent.tools.label_reading`,
+which makes mistakes) and chemistry (colours give elements, the reconstruction gives the heavy-atom
+graph). This module lets each check and repair the other:
+
+* **Residue atoms** are named by matching the residue's reconstructed heavy-atom graph (elements from
+  the colour classes, bonds from the reconstruction) to the wwPDB CCD template of a residue name
+  (networkx monomorphism: a template atom may be missing, never an extra one). The template that
+  fits decides the residue name when OCR and graph disagree; OCR decides between templates the
+  graph cannot tell apart.
+* **Residue numbers** come from the ``ARG 45`` labels, each anchored at its residue's CA: a label
+  votes for the residue whose CA (or centroid) is nearest in that view, and the six views vote
+  together. Residues joined by a peptide bond (C–N ≈ 1.33 Å) have consecutive numbers, which fills
+  in or corrects numbers OCR missed.
+* **Ligand atom names** come from the name labels placed next to each ligand atom: per view the
+  labels are assigned to atoms by distance (Hungarian), each read again under the constraint that
+  the name starts with the atom's element (colour), and the views vote; a final assignment makes
+  names unique.
+* **Ligand bonds and bond orders** are perceived with RDKit from the reconstructed coordinates and
+  elements (:func:`ligand_molecule`): hydrogens from each atom's geometry (hybridisation from bond
+  angles and planarity), double bonds by a maximum matching over the atoms short of valence (the
+  Kekulé structure), leftover deficits as charges.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Mapping, Sequence
+
+import networkx as nx
+import numpy as np
+from rdkit import Chem
+from scipy.optimize import linear_sum_assignment
+
+from misi_agent.tools.label_reading import ImageLabels, LabelRead, atom_name_reading, residue_reading
+
+PEPTIDE_CN = (1.1, 1.65)  # Å: a C–N distance in this range between two residues is a peptide bond
+BOND_MAX = 1.95  # Å: heavy atoms closer than this are bonded when the reconstruction gives no bonds
+LABEL_GATE_HEIGHTS = 6.0  # a label farther than this many text heights from an atom does not vote for it
+CLASS_ELEMENT = {"O": "O", "N": "N", "LIGAND_C": "C", "POCKET_C0": "C", "POCKET_C1": "C", "S": "S", "P": "P",
+                 "F": "F", "CL": "Cl", "BR": "Br", "I": "I", "B": "B", "SE": "Se", "FE": "Fe", "ZN": "Zn", "MG": "Mg"}
+STANDARD = ("ALA", "ARG", "ASN", "ASP", "CYS", "GLN", "GLU", "GLY", "HIS", "ILE", "LEU", "LYS", "MET", "PHE", "PRO",
+            "SER", "THR", "TRP", "TYR", "VAL")
+
+
+def element_of_class(cls: str) -> str:
+    """Element symbol (RDKit spelling) of a colour class; unknown classes are carbon's foes: ``X``."""
+    return CLASS_ELEMENT.get(str(cls), "X")
+
+
+# ----------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class ResidueIdentity:
+    """One pocket residue group: name, number, atom names and how they were decided."""
+
+    group: int
+    atoms: tuple[int, ...]  # reconstruction indices
+    name: str
+    number: int | None
+    ins_code: str
+    atom_names: Mapping[int, str]  # reconstruction index -> template atom name
+    graph_fit: float  # share of the template's heavy atoms matched (1.0: complete)
+    name_source: str  # "ocr+graph", "graph", "ocr", "none"
+    number_source: str  # "ocr", "peptide", "none"
+    ocr_votes: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.number}{self.ins_code}" if self.number is not None else f"{self.name} ?"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"group": self.group, "label": self.label, "n_atoms": len(self.atoms), "graph_fit": round(self.graph_fit, 3),
+                "name_source": self.name_source, "number_source": self.number_source,
+                "ocr_votes": {k: round(v, 2) for k, v in sorted(self.ocr_votes.items(), key=lambda kv: -kv[1])[:3]}}
+
+
+@dataclass(frozen=True)
+class LigandIdentity:
+    """Ligand atom names (reconstruction index -> name) and each name's vote share."""
+
+    names: Mapping[int, str]
+    support: Mapping[int, float]
+    n_labels_read: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n_named": sum(1 for v in self.names.values() if not v.startswith("?")),
+                "n_atoms": len(self.names), "n_labels_read": self.n_labels_read}
+
+
+# ----------------------------------------------------------------------------- graphs
+
+
+def recon_bonds(coords: np.ndarray, bonds: np.ndarray | None, idx: Sequence[int]) -> list[tuple[int, int]]:
+    """Bonds among ``idx``: the reconstruction's own when it has any there, else by distance (< BOND_MAX Å)."""
+    sel = set(int(i) for i in idx)
+    out = []
+    if bonds is not None and len(bonds):
+        out = [(int(a), int(b)) for a, b in np.asarray(bonds, int).reshape(-1, 2) if int(a) in sel and int(b) in sel]
+    if not out:
+        ids = list(sel)
+        P = np.asarray(coords, float)[ids]
+        d = np.linalg.norm(P[:, None] - P[None], axis=2)
+        for i in range(len(ids)):
+            for j in range(i + 1, len(ids)):
+                if 0.9 < d[i, j] < BOND_MAX:
+                    out.append((ids[i], ids[j]))
+    return out
+
+
+@lru_cache(maxsize=64)
+def template_graph(name: str) -> nx.Graph | None:
+    """Heavy-atom graph of a residue's CCD template (OXT and hydrogens left out), nodes = atom names."""
+    from misi_agent.structure import ccd_template
+
+    t = ccd_template(name)
+    if t is None or t.bonds is None:
+        return None
+    g = nx.Graph()
+    names = [str(n) for n in t.atom_name]
+    for n, el in zip(names, t.element):
+        if n != "OXT":
+            g.add_node(n, element=str(el).capitalize())
+    for a, b, _ in t.bonds.as_array():
+        if names[a] in g and names[b] in g:
+            g.add_edge(names[a], names[b])
+    return g
+
+
+def match_template(rg: nx.Graph, name: str) -> tuple[dict[int, str] | None, float]:
+    """Atom names for the reconstructed residue graph ``rg`` from template ``name``: a monomorphism
+    of ``rg`` into the template preserving elements (missing template atoms allowed). Returns
+    (index -> atom name, share of template atoms matched), or (None, 0)."""
+    tg = template_graph(name)
+    if tg is None or rg.number_of_nodes() == 0 or rg.number_of_nodes() > tg.number_of_nodes():
+        return None, 0.0
+    gm = nx.algorithms.isomorphism.GraphMatcher(tg, rg, node_match=lambda a, b: a["element"] == b["element"])
+    best = None
+    for k, m in enumerate(gm.subgraph_monomorphisms_iter()):
+        best = {r: t for t, r in m.items()}
+        if "CA" in best.values() or k > 200:
+            break
+    if best is None:
+        return None, 0.0
+    return best, rg.number_of_nodes() / tg.number_of_nodes()
+
+
+def residue_graph(coords: np.ndarray, classes: Sequence[str], bonds, idx: Sequence[int]) -> nx.Graph:
+    g = nx.Graph()
+    for i in idx:
+        g.add_node(int(i), element=element_of_class(classes[int(i)]))
+    g.add_edges_from(recon_bonds(coords, bonds, idx))
+    return g
+
+
+def _composition(g: nx.Graph) -> Counter:
+    return Counter(d["element"] for _, d in g.nodes(data=True))
+
+
+# ----------------------------------------------------------------------------- label votes
+
+
+def _box_distance(xy: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
+    """Distance (px) from points to a label's box (0 inside)."""
+    x0, y0, x1, y1 = box
+    dx = np.maximum(np.maximum(x0 - xy[:, 0], 0), xy[:, 0] - x1)
+    dy = np.maximum(np.maximum(y0 - xy[:, 1], 0), xy[:, 1] - y1)
+    return np.hypot(dx, dy)
+
+
+def _assign_labels(labels: Sequence[LabelRead], xy: np.ndarray, gate_px: float) -> list[tuple[int, int, float]]:
+    """(label k, point i, distance) pairs of a one-to-one assignment of labels to points by box distance."""
+    ok = np.flatnonzero(np.isfinite(xy).all(axis=1))
+    if not labels or ok.size == 0:
+        return []
+    cost = np.stack([_box_distance(xy[ok], lab.box) for lab in labels])  # (L, n_ok)
+    big = 1e6
+    c = np.where(cost <= gate_px, cost, big)
+    r, k = linear_sum_assignment(c)
+    return [(int(a), int(ok[b]), float(cost[a, b])) for a, b in zip(r, k) if c[a, b] < big]
+
+
+def _soft_weights(xy: np.ndarray, box: tuple[int, int, int, int], h: float) -> np.ndarray:
+    """How much a label belongs to each point: exp(−d/h) over the points' box distances d (points
+    farther than LABEL_GATE_HEIGHTS·h get nothing), normalised over the points."""
+    ok = np.isfinite(xy).all(axis=1)
+    d = np.full(len(xy), np.inf)
+    if ok.any():
+        d[ok] = _box_distance(xy[ok], box)
+    w = np.where(d <= LABEL_GATE_HEIGHTS * h, np.exp(-d / max(h, 1.0)), 0.0)
+    tot = w.sum()
+    return w / tot if tot > 0 else w
+
+
+def _text_height(labels: Sequence[LabelRead]) -> float:
+    hs = [lab.box[3] - lab.box[1] for lab in labels]
+    return float(np.median(hs)) if hs else 10.0
+
+
+# ----------------------------------------------------------------------------- residues
+
+
+def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: Mapping[int, tuple[str, int, str]] | None = None
+                      ) -> list[ResidueIdentity]:
+    """Name and number every pocket residue group of ``rec`` (a Reconstruction).
+
+    ``known`` maps a group to (name, number, insertion code) stated by the question (the
+    residue–ligand task names its residue); then only the atom names are worked out.
+    """
+    coords = np.asarray(rec.coords, float)
+    classes = [str(c) for c in rec.classes]
+    groups = sorted(int(g) for g in np.unique(rec.residue) if g >= 0)
+    # 1. atom names and candidate residue names from the graph
+    graph_fits: dict[int, dict[str, tuple[dict[int, str], float]]] = {}
+    anchors: dict[int, int | None] = {}
+    members: dict[int, list[int]] = {}
+    for g in groups:
+        idx = [int(i) for i in np.flatnonzero(rec.residue == g)]
+        members[g] = idx
+        rg = residue_graph(coords, classes, rec.bonds, idx)
+        comp = _composition(rg)
+        fits = {}
+        for name in STANDARD:
+            tg = template_graph(name)
+            if tg is None:
+                continue
+            tcomp = _composition(tg)
+            if any(comp[e] > tcomp.get(e, 0) for e in comp):
+                continue
+            m, fit = match_template(rg, name)
+            if m is not None:
+                fits[name] = (m, fit)
+        graph_fits[g] = fits
+        anchors[g] = None
+    # 2. OCR votes: per view, residue labels to residue anchors (CA when a fit names one, else the centroid)
+    votes: dict[int, Counter] = {g: Counter() for g in groups}
+    name_votes: dict[int, Counter] = {g: Counter() for g in groups}
+    for view, labs in labels_by_view.items():
+        xy_all = rec.image_xy.get(view)
+        if xy_all is None:
+            continue
+        res_labels = labs.of_kind("residue")
+        if not res_labels:
+            continue
+        pts = []
+        for g in groups:
+            ca = _ca_index(graph_fits[g])
+            if ca is not None and np.isfinite(xy_all[ca]).all():
+                pts.append(xy_all[ca])
+            else:
+                sub = xy_all[members[g]]
+                sub = sub[np.isfinite(sub).all(axis=1)]
+                pts.append(sub.mean(axis=0) if len(sub) else (np.nan, np.nan))
+        pts = np.array(pts, float).reshape(-1, 2)
+        h = _text_height(res_labels)
+        for lab in res_labels:
+            rr = residue_reading(lab)
+            if rr is None:
+                continue
+            name, number, lp = rr
+            conf = math.exp(lp / max(1, len(lab.glyphs)))
+            w = _soft_weights(pts, lab.box, h)
+            for gi in np.flatnonzero(w > 0.02):
+                votes[groups[gi]][(name, number)] += conf * float(w[gi])
+                name_votes[groups[gi]][name] += conf * float(w[gi])
+    # 3. one label text per residue: a global assignment groups x texts maximising the evidence,
+    #    a text whose residue name the group's graph cannot be counting for little
+    texts = sorted({t for g in groups for t in votes[g]})
+    chosen: dict[int, tuple[str, str]] = {}
+    free = [g for g in groups if not (known and g in known)]
+    if texts and free:
+        S = np.zeros((len(free), len(texts)))
+        for a, g in enumerate(free):
+            fits = graph_fits[g]
+            for b, t in enumerate(texts):
+                ev = votes[g].get(t, 0.0)
+                if ev <= 0:
+                    continue
+                fit = fits.get(t[0], (None, 0.0))[1]
+                S[a, b] = ev * (1.0 if fit >= 0.6 else 0.25 if not fits else 0.1)
+        r, c = linear_sum_assignment(-S)
+        for a, b in zip(r, c):
+            if S[a, b] > 0:
+                chosen[free[a]] = texts[b]
+    out: dict[int, ResidueIdentity] = {}
+    for g in groups:
+        fits = graph_fits[g]
+        if known and g in known:
+            name, number, ins = known[g]
+            m, fit = fits.get(name, (None, 0.0))
+            if m is None:
+                m, fit = _best_partial(coords, classes, rec.bonds, members[g], name)
+            out[g] = ResidueIdentity(g, tuple(members[g]), name, number, ins, m or {}, fit, "question", "question")
+            continue
+        nv = Counter({chosen[g][0]: 1.0}) if g in chosen else name_votes[g]
+        name, src = _decide_name(fits, nv)
+        m, fit = fits.get(name, (None, 0.0))
+        if m is None:
+            m, fit = _best_partial(coords, classes, rec.bonds, members[g], name)
+        number, ins, nsrc = None, "", "none"
+        if g in chosen:
+            try:
+                number, ins = _split_number(chosen[g][1])
+                nsrc = "ocr"
+            except ValueError:
+                pass
+        out[g] = ResidueIdentity(g, tuple(members[g]), name, number, ins, m or {}, fit, src, nsrc,
+                                 {f"{n} {num}": w for (n, num), w in votes[g].items()})
+    return _peptide_numbers([out[g] for g in groups], coords)
+
+
+def _ca_index(fits: Mapping[str, tuple[dict[int, str], float]]) -> int | None:
+    for m, _ in fits.values():
+        for i, n in m.items():
+            if n == "CA":
+                return i
+    return None
+
+
+def _decide_name(fits: Mapping[str, tuple[dict[int, str], float]], name_votes: Counter) -> tuple[str, str]:
+    """The residue name: OCR's when its template fits the graph, else the best-fitting template
+    (OCR breaking ties), else OCR's alone."""
+    complete = {n: f for n, (m, f) in fits.items()}
+    ocr = [n for n, _ in name_votes.most_common()]
+    for n in ocr:
+        if n in complete and complete[n] >= 0.6:
+            return n, "ocr+graph"
+    if complete:
+        best = max(complete.values())
+        tops = [n for n, f in complete.items() if f >= best - 1e-9]
+        if len(tops) == 1 and best >= 0.8:
+            return tops[0], "graph"
+        for n in ocr:
+            if n in tops:
+                return n, "ocr+graph"
+        if best >= 0.8:
+            return sorted(tops)[0], "graph"
+    if ocr:
+        return ocr[0], "ocr"
+    if complete:
+        return max(complete, key=complete.get), "graph"
+    return "UNK", "none"
+
+
+def _best_partial(coords, classes, bonds, idx, name) -> tuple[dict[int, str] | None, float]:
+    """Atom names when the whole graph does not fit: the largest connected part containing no extra atom
+    is matched; the remaining polar atoms get the name of the nearest template polar atom by graph role."""
+    tg = template_graph(name)
+    if tg is None:
+        return None, 0.0
+    rg = residue_graph(coords, classes, bonds, idx)
+    best, fit = None, 0.0
+    for comp in sorted(nx.connected_components(rg), key=len, reverse=True):
+        m, f = match_template(rg.subgraph(comp).copy(), name)
+        if m is not None:
+            best, fit = dict(m), f
+            break
+    return best, fit
+
+
+def _split_number(text: str) -> tuple[int, str]:
+    t = text.strip()
+    ins = ""
+    if t and t[-1].isalpha():
+        t, ins = t[:-1], t[-1]
+    return int(t), ins
+
+
+def _peptide_numbers(res: list[ResidueIdentity], coords: np.ndarray) -> list[ResidueIdentity]:
+    """Residues linked by a peptide bond (this C to that N) are numbered n, n+1: numbers fill in along
+    chains and a number that disagrees with both linked neighbours is replaced."""
+    by_atom = {}
+    for k, r in enumerate(res):
+        for i, n in r.atom_names.items():
+            by_atom[(k, n)] = i
+    nxt: dict[int, int] = {}
+    for a, ra in enumerate(res):
+        c = by_atom.get((a, "C"))
+        if c is None:
+            continue
+        for b, rb in enumerate(res):
+            n = by_atom.get((b, "N"))
+            if b == a or n is None:
+                continue
+            if PEPTIDE_CN[0] <= float(np.linalg.norm(coords[c] - coords[n])) <= PEPTIDE_CN[1]:
+                nxt[a] = b
+    prv = {b: a for a, b in nxt.items()}
+    nums = [r.number for r in res]
+    src = [r.number_source for r in res]
+    # correct: a number disagreeing with both neighbours that agree with each other
+    for k in range(len(res)):
+        a, b = prv.get(k), nxt.get(k)
+        if a is not None and b is not None and nums[a] is not None and nums[b] is not None and nums[b] == nums[a] + 2:
+            if nums[k] != nums[a] + 1:
+                nums[k], src[k] = nums[a] + 1, "peptide"
+    for _ in range(len(res)):
+        changed = False
+        for a, b in nxt.items():
+            if nums[a] is not None and nums[b] is None:
+                nums[b], src[b], changed = nums[a] + 1, "peptide", True
+            elif nums[b] is not None and nums[a] is None:
+                nums[a], src[a], changed = nums[b] - 1, "peptide", True
+        if not changed:
+            break
+    out = []
+    for r, n, s in zip(res, nums, src):
+        out.append(ResidueIdentity(r.group, r.atoms, r.name, n, r.ins_code, r.atom_names, r.graph_fit, r.name_source,
+                                   s, r.ocr_votes))
+    return out
+
+
+# ----------------------------------------------------------------------------- ligand names
+
+
+def identify_ligand(rec, labels_by_view: Mapping[str, ImageLabels]) -> LigandIdentity:
+    """Ligand atom names from the name labels of every view (see the module docstring)."""
+    lig = np.flatnonzero(np.asarray(rec.is_ligand, bool))
+    elements = [element_of_class(rec.classes[i]) for i in lig]
+    votes: list[Counter] = [Counter() for _ in lig]
+    n_read = 0
+    for view, labs in labels_by_view.items():
+        xy_all = rec.image_xy.get(view)
+        if xy_all is None:
+            continue
+        names = labs.of_kind("ligand")
+        n_read += len(names)
+        if not names:
+            continue
+        xy = np.asarray(xy_all, float)[lig]
+        h = _text_height(names)
+        readings: dict[tuple[int, str], tuple[str, float]] = {}
+        for k, lab in enumerate(names):
+            w = _soft_weights(xy, lab.box, h)
+            for j in np.flatnonzero(w > 0.02):
+                el = elements[j]
+                key = (k, el)
+                if key not in readings:
+                    readings[key] = atom_name_reading(lab.glyphs, el.upper() if el != "X" else None)
+                name, lp = readings[key]
+                if name:
+                    votes[j][name] += float(w[j]) * math.exp(lp / max(1, len(lab.glyphs)))
+    # unique names: an assignment atoms x names maximising the votes
+    all_names = sorted({n for v in votes for n in v})
+    result: dict[int, str] = {}
+    support: dict[int, float] = {}
+    if all_names:
+        W = np.array([[v.get(n, 0.0) for n in all_names] for v in votes])
+        r, c = linear_sum_assignment(-W)
+        for a, b in zip(r, c):
+            if W[a, b] > 0:
+                result[int(lig[a])] = all_names[b]
+                tot = sum(votes[a].values())
+                support[int(lig[a])] = float(W[a, b] / tot) if tot else 0.0
+    counts: Counter = Counter()
+    for j, i in enumerate(lig):
+        if int(i) not in result:
+            counts[elements[j]] += 1
+            result[int(i)] = f"?{elements[j].upper()}{counts[elements[j]]}"
+            support[int(i)] = 0.0
+    return LigandIdentity(result, support, n_read)
+
+
+# ----------------------------------------------------------------------------- ligand chemistry
+
+
+VALENCE = {"C": 4, "N": 3, "O": 2, "S": 2, "P": 5, "F": 1, "Cl": 1, "Br": 1, "I": 1, "B": 3, "Se": 2}
+
+
+def _angles(coords: np.ndarray, i: int, nb: Sequence[int]) -> list[float]:
+    out = []
+    for a in range(len(nb)):
+        for b in range(a + 1, len(nb)):
+            u, v = coords[nb[a]] - coords[i], coords[nb[b]] - coords[i]
+            cosv = float(u @ v / (np.linalg.norm(u) * np.linalg.norm(v) + 1e-9))
+            out.append(math.degrees(math.acos(max(-1.0, min(1.0, cosv)))))
+    return out
+
+
+def _planar_rings(mol: Chem.Mol, coords: np.ndarray) -> set[int]:
+    """Atoms in 5- or 6-membered rings that are flat (RMS distance to the best plane under 0.25 Å)."""
+    out = set()
+    for ring in mol.GetRingInfo().AtomRings():
+        if len(ring) not in (5, 6):
+            continue
+        P = coords[list(ring)]
+        P = P - P.mean(axis=0)
+        s = np.linalg.svd(P, compute_uv=False)
+        if s[-1] / math.sqrt(len(ring)) < 0.25:
+            out.update(ring)
+    return out
+
+
+def ligand_molecule(elements: Sequence[str], coords: np.ndarray, bonds: Sequence[tuple[int, int]]) -> tuple[Chem.Mol, str]:
+    """An RDKit molecule of the ligand's heavy atoms with perceived hydrogens, bond orders and charges.
+
+    Connectivity is ``bonds``. Hydrogens per atom follow its geometry: an atom is sp2 when it lies in
+    a flat 5/6-ring or its bond angles average over 115° (sp above 165°), else sp3; a terminal O
+    bonded by less than 1.31 Å is a carbonyl/carboxylate O. The atoms left short of valence are
+    paired into double bonds by a maximum matching (a Kekulé structure); what stays unpaired becomes
+    a charge (O⁻, N⁺) or a radical-free hydrogen. Returns (mol, "perceived") or (mol, "connectivity")
+    when sanitisation fails and only single bonds are kept.
+    """
+    n = len(elements)
+    coords = np.asarray(coords, float)
+    rw = Chem.RWMol()
+    for el in elements:
+        rw.AddAtom(Chem.Atom(el if el != "X" else "C"))
+    for a, b in bonds:
+        if rw.GetBondBetweenAtoms(int(a), int(b)) is None:
+            rw.AddBond(int(a), int(b), Chem.BondType.SINGLE)
+    base = rw.GetMol()
+    Chem.FastFindRings(base)
+    flat = _planar_rings(base, coords)
+    nb = [[x.GetIdx() for x in base.GetAtomWithIdx(i).GetNeighbors()] for i in range(n)]
+    deficit = np.zeros(n, int)
+    for i, el in enumerate(elements):
+        d = len(nb[i])
+        val = VALENCE.get(el, 4)
+        sp2 = False
+        if i in flat:
+            sp2 = True
+        elif d >= 2:
+            ang = _angles(coords, i, nb[i])
+            mean = float(np.mean(ang))
+            if el in ("C", "N") and d == 2 and mean > 165:
+                deficit[i] = 2 if el == "C" else 2
+                continue
+            sp2 = mean > 115.0 and d <= 3
+        elif d == 1 and el in ("O", "S", "N", "C"):
+            j = nb[i][0]
+            dist = float(np.linalg.norm(coords[i] - coords[j]))
+            lim = {"O": 1.31, "S": 1.70, "N": 1.21, "C": 1.25}[el]
+            if dist < lim and elements[j] in ("C", "S", "P", "N"):
+                sp2 = True
+            if el == "N" and dist < 1.20:
+                deficit[i] = 2
+                continue
+        if sp2 and el in ("C", "N", "O", "S") and d < val:
+            deficit[i] = 1
+        if el == "P" or (el == "S" and d >= 3):
+            deficit[i] = 0
+    # double bonds: maximum matching over neighbouring atoms that both lack one bond
+    g = nx.Graph()
+    for a, b in bonds:
+        if deficit[a] > 0 and deficit[b] > 0:
+            w = 2.0 if (elements[a] == "O" or elements[b] == "O") else 1.0
+            g.add_edge(int(a), int(b), weight=w)
+    matching = nx.max_weight_matching(g, maxcardinality=True)
+    for a, b in matching:
+        rw.GetBondBetweenAtoms(a, b).SetBondType(Chem.BondType.DOUBLE)
+        deficit[a] -= 1
+        deficit[b] -= 1
+    # P=O / S=O: terminal O on P or hypervalent S
+    for i, el in enumerate(elements):
+        if el in ("P", "S") and len(nb[i]) >= 3:
+            terminal_o = [j for j in nb[i] if elements[j] == "O" and len(nb[j]) == 1]
+            for j in terminal_o[: (1 if el == "P" else 2)]:
+                rw.GetBondBetweenAtoms(i, j).SetBondType(Chem.BondType.DOUBLE)
+                deficit[j] = 0
+    for i, el in enumerate(elements):
+        atom = rw.GetAtomWithIdx(i)
+        if deficit[i] > 0 and el == "O" and len(nb[i]) == 1 and elements[nb[i][0]] in ("C", "P", "S"):
+            atom.SetFormalCharge(-1)  # carboxylate/phosphate O left without a double bond
+        atom.SetNoImplicit(False)
+    mol = rw.GetMol()
+    try:
+        Chem.SanitizeMol(mol)
+        return mol, "perceived"
+    except Exception:
+        rw2 = Chem.RWMol()
+        for el in elements:
+            rw2.AddAtom(Chem.Atom(el if el != "X" else "C"))
+        for a, b in bonds:
+            if rw2.GetBondBetweenAtoms(int(a), int(b)) is None:
+                rw2.AddBond(int(a), int(b), Chem.BondType.SINGLE)
+        m2 = rw2.GetMol()
+        try:
+            Chem.SanitizeMol(m2)
+        except Exception:
+            m2.UpdatePropertyCache(strict=False)
+        return m2, "connectivity"

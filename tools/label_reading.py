@@ -1,0 +1,696 @@
+"""Read the text labels of a MiSI-Bench picture: ``ARG 45`` at every residue, ``O1B`` at every ligand atom.
+
+Why a home-made recogniser rather than Tesseract: the label vocabulary is tiny (capital
+letters, digits, the prime ``'``), the text is 8–18 px high on a cluttered background, and
+Tesseract is a system package the project would have to install in CI and in the README's
+set-up. A glyph classifier trained on label text rendered by this module in several fonts
+and sizes (Pillow's bundled Aileron and matplotlib's DejaVu / STIX families, all shipped with
+pinned Python packages) reads both renderers' labels; its measured accuracy per renderer is
+in ``eval/results/image_hbonds_{raster,pymol}.md`` (``eval/image_hbonds.py``).
+
+Pipeline, calibrated on every image (no renderer constant is used):
+
+1. **Text colours.** Label text is light and of a colour no atom class explains. Pixels the
+   calibrated atom colour model (:func:`misi_agent.tools.atom_detection.classify_pixels`)
+   leaves *unknown* and that are bright are histogrammed in the chroma plane; the peaks are
+   candidate text colours. A peak is kept when its connected components look like text:
+   glyph-sized and ringed by dark pixels (the outline/halo drawn around label text).
+2. **Glyphs.** Connected components of one text colour, merged into words (same line,
+   small gaps) and labels (a space-sized gap: ``ARG`` + ``45``).
+3. **Recognition.** Each glyph crop becomes a 16×16 grey patch plus its aspect ratio and its
+   height and vertical position relative to the word; a small two-layer network
+   (:data:`MODEL_PATH`, numpy inference; trained by :func:`train_glyph_model`) gives
+   probabilities over :data:`ALPHABET`. Components too wide for one glyph (touching letters)
+   are split at the column that the network reads best.
+4. **Kinds.** Which text colour is residue labels and which ligand atom names is decided by
+   the words: residue labels are three letters, a space and a number.
+
+The result keeps every glyph's probabilities so that :mod:`misi_agent.tools.identity` can
+decode names under chemical constraints (an atom name starts with its element; a residue
+name is one the heavy-atom graph allows).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFilter, ImageFont
+from scipy import ndimage
+
+from misi_agent.tools.atom_detection import UNKNOWN, as_rgb, classify_pixels
+
+ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'"
+LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+DIGITS = frozenset("0123456789")
+PATCH = 16  # glyph patch side (px)
+N_EXTRA = 4  # aspect, relative height, relative top, relative bottom
+MODEL_PATH = Path(__file__).resolve().parent.parent / "knowledge" / "glyph_model.npz"
+CHROMA_RADIUS = 0.11  # chroma-plane radius of a text colour's histogram peak
+ALPHA_MIN = 0.4  # a text pixel is the text colour times at least this ...
+RESIDUAL_MAX = 0.1  # ... up to this relative colour residual
+PEAK_MIN_PIXELS = 40  # a text colour needs at least this many bright pixels in the image
+MIN_GLYPH_H, MAX_GLYPH_H = 5, 40  # px
+RING_DARK = 0.45  # share of a component's 1-px ring that must be dark for it to be text
+MIN_GLYPH_CONFIDENCE = 0.3  # a ligand word with a less certain glyph is a highlight or a stick fragment
+_RESIDUE_RE = re.compile(r"^[A-Z]{3} -?\d+[A-Z]?$")
+
+
+class LabelReadingError(ValueError):
+    """The glyph model is missing or unreadable."""
+
+
+# ----------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class Glyph:
+    """One recognised character: its box (x0, y0, x1, y1, exclusive ends) and probabilities over ALPHABET."""
+
+    box: tuple[int, int, int, int]
+    probs: np.ndarray
+
+    @property
+    def char(self) -> str:
+        return ALPHABET[int(np.argmax(self.probs))]
+
+    @property
+    def confidence(self) -> float:
+        return float(np.max(self.probs))
+
+
+@dataclass(frozen=True)
+class LabelRead:
+    """One label as read: ``words`` (space-separated groups of glyphs), its box and its colour group.
+
+    ``kind`` is ``residue``, ``ligand`` or ``unknown``; ``text`` is the best reading without
+    constraints (glyph arg-max, words joined by a space).
+    """
+
+    words: tuple[tuple[Glyph, ...], ...]
+    box: tuple[int, int, int, int]
+    colour: int
+    kind: str = "unknown"
+    reading: str | None = None  # the reading under the kind's constraints (digits in numbers, ...)
+
+    @property
+    def glyphs(self) -> tuple[Glyph, ...]:
+        return tuple(g for w in self.words for g in w)
+
+    @property
+    def raw_text(self) -> str:
+        """Glyph arg-max, words joined by a space."""
+        return " ".join("".join(g.char for g in w) for w in self.words)
+
+    @property
+    def text(self) -> str:
+        """The constrained reading when there is one, else the raw text."""
+        return self.reading if self.reading is not None else self.raw_text
+
+    @property
+    def confidence(self) -> float:
+        gs = self.glyphs
+        return float(np.prod([g.confidence for g in gs])) if gs else 0.0
+
+    @property
+    def centre(self) -> tuple[float, float]:
+        x0, y0, x1, y1 = self.box
+        return (x0 + x1) / 2.0, (y0 + y1) / 2.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "kind": self.kind, "box": list(self.box), "confidence": round(self.confidence, 3)}
+
+
+@dataclass(frozen=True)
+class ImageLabels:
+    """Every label read in one picture, with the text colours found (chroma points)."""
+
+    labels: tuple[LabelRead, ...]
+    colours: tuple[tuple[float, float], ...] = field(default=())
+
+    def of_kind(self, kind: str) -> list[LabelRead]:
+        return [lab for lab in self.labels if lab.kind == kind]
+
+
+# ----------------------------------------------------------------------------- glyph model
+
+
+@lru_cache(maxsize=2)
+def load_glyph_model(path: str | None = None) -> dict[str, np.ndarray]:
+    p = Path(path) if path else MODEL_PATH
+    try:
+        with np.load(p, allow_pickle=False) as data:
+            model = {k: data[k] for k in data.files}
+    except (OSError, ValueError) as exc:
+        raise LabelReadingError(f"glyph model {p} unreadable ({exc}); run python -m misi_agent.tools.label_reading --train") from None
+    if str(model.get("alphabet", "")) != ALPHABET:
+        raise LabelReadingError(f"glyph model {p} was trained for another alphabet")
+    return model
+
+
+def glyph_probs(features: np.ndarray, model: dict[str, np.ndarray] | None = None) -> np.ndarray:
+    """(n, len(ALPHABET)) probabilities of the two-layer network for (n, PATCH²+N_EXTRA) features."""
+    m = model or load_glyph_model()
+    x = (np.asarray(features, np.float32) - m["mean"]) / m["std"]
+    h = np.maximum(x @ m["w1"] + m["b1"], 0.0)
+    h = np.maximum(h @ m["w2"] + m["b2"], 0.0)
+    z = h @ m["w3"] + m["b3"]
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def glyph_features(patch: np.ndarray, top: float, bottom: float, line_top: float, line_bottom: float) -> np.ndarray:
+    """Features of one glyph: its grey crop (0..1) scaled into PATCH×PATCH keeping the aspect ratio,
+    the aspect ratio, and its height/top/bottom relative to the word's line."""
+    h, w = patch.shape
+    s = (PATCH - 2) / max(h, w)
+    nh, nw = max(1, int(round(h * s))), max(1, int(round(w * s)))
+    im = Image.fromarray(np.clip(patch * 255, 0, 255).astype(np.uint8)).resize((nw, nh), Image.BILINEAR)
+    out = np.zeros((PATCH, PATCH), np.float32)
+    y0, x0 = (PATCH - nh) // 2, (PATCH - nw) // 2
+    out[y0:y0 + nh, x0:x0 + nw] = np.asarray(im, np.float32) / 255.0
+    lh = max(1.0, line_bottom - line_top)
+    extra = np.array([w / max(h, 1), h / lh, (top - line_top) / lh, (line_bottom - bottom) / lh], np.float32)
+    return np.concatenate([out.ravel(), extra])
+
+
+# ----------------------------------------------------------------------------- text pixels
+
+
+def _hsv(rgb: np.ndarray) -> np.ndarray:
+    return np.asarray(Image.fromarray(rgb).convert("HSV"), np.float32) / 255.0
+
+
+def _chroma_of(hsv: np.ndarray) -> np.ndarray:
+    a = 2 * np.pi * hsv[..., 0]
+    return np.stack([hsv[..., 1] * np.cos(a), hsv[..., 1] * np.sin(a)], axis=-1)
+
+
+def text_colours(rgb: np.ndarray, hsv: np.ndarray, unknown: np.ndarray) -> list[np.ndarray]:
+    """Chroma points of candidate text colours: peaks of the chroma histogram of bright unknown pixels."""
+    bright = unknown & (hsv[..., 2] >= 0.85)
+    if bright.sum() < PEAK_MIN_PIXELS:
+        return []
+    c = _chroma_of(hsv)[bright]
+    bins = np.linspace(-1, 1, 51)  # 0.04-wide bins
+    hist, _, _ = np.histogram2d(c[:, 0], c[:, 1], bins=[bins, bins])
+    hist = ndimage.uniform_filter(hist, 3) * 9
+    peaks = []
+    work = hist.copy()
+    for _ in range(4):
+        i, j = np.unravel_index(int(np.argmax(work)), work.shape)
+        if work[i, j] < PEAK_MIN_PIXELS:
+            break
+        centre = np.array([(bins[i] + bins[i + 1]) / 2, (bins[j] + bins[j + 1]) / 2])
+        near = np.linalg.norm(c - centre, axis=1) <= CHROMA_RADIUS
+        if near.sum() >= PEAK_MIN_PIXELS:
+            peaks.append(np.median(c[near], axis=0))
+        work[max(0, i - 4):i + 5, max(0, j - 4):j + 5] = 0  # suppress 0.16 around the peak
+    return peaks
+
+
+def text_mask(pix: np.ndarray, colour: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pixels that are the text colour scaled toward black (antialiasing over a dark background):
+    colour ≈ α·T with α ≥ ALPHA_MIN and a small residual. Returns (α, mask)."""
+    T = np.asarray(colour, np.float32)
+    tt = float(T @ T)
+    alpha = (pix @ T) / tt
+    res = np.linalg.norm(pix - alpha[..., None] * T, axis=-1) / math.sqrt(tt)
+    return alpha, (alpha >= ALPHA_MIN) & (res <= RESIDUAL_MAX)
+
+
+def _dark_ring_share(v: np.ndarray, comp: np.ndarray, box: tuple[slice, slice], v_dark: float) -> float:
+    sy, sx = box
+    y0, y1 = max(0, sy.start - 1), min(v.shape[0], sy.stop + 1)
+    x0, x1 = max(0, sx.start - 1), min(v.shape[1], sx.stop + 1)
+    m = comp[y0:y1, x0:x1]
+    ring = ndimage.binary_dilation(m) & ~m
+    if not ring.any():
+        return 0.0
+    return float(np.mean(v[y0:y1, x0:x1][ring] <= v_dark))
+
+
+# ----------------------------------------------------------------------------- grouping
+
+
+@dataclass
+class _Comp:
+    x0: int
+    y0: int
+    x1: int
+    y1: int
+    patch: np.ndarray  # grey values inside the box, zero outside the component
+
+
+def _components(mask: np.ndarray, grey: np.ndarray, v: np.ndarray, v_dark: float) -> list[_Comp]:
+    lab, n = ndimage.label(mask, structure=np.ones((3, 3), bool))
+    out = []
+    for k, sl in enumerate(ndimage.find_objects(lab), start=1):
+        if sl is None:
+            continue
+        h, w = sl[0].stop - sl[0].start, sl[1].stop - sl[1].start
+        if h > MAX_GLYPH_H or w > 4 * MAX_GLYPH_H or (h < MIN_GLYPH_H and (h < 2 or w > h + 1)):
+            continue
+        comp = lab == k
+        if h >= MIN_GLYPH_H and _dark_ring_share(v, comp, sl, v_dark) < RING_DARK:
+            continue
+        patch = np.where(comp[sl], grey[sl], 0.0)
+        out.append(_Comp(sl[1].start, sl[0].start, sl[1].stop, sl[0].stop, patch))
+    return out
+
+
+def _consistent_heights(comps: list[_Comp]) -> list[_Comp]:
+    """Labels of one colour share one font size: drop glyph-sized components far from the median height
+    (ball highlights, stick fragments); small ones (primes) stay for attachment."""
+    hs = np.array([c.y1 - c.y0 for c in comps if c.y1 - c.y0 >= MIN_GLYPH_H], float)
+    if hs.size < 3:
+        return comps
+    med = float(np.median(hs))
+    return [c for c in comps if c.y1 - c.y0 < MIN_GLYPH_H or abs((c.y1 - c.y0) - med) <= 0.25 * med + 1]
+
+
+def _group_words(comps: list[_Comp]) -> list[list[list[_Comp]]]:
+    """Components -> labels (lists of words, each a list of components left to right).
+
+    Small components (a prime) attach to the nearest glyph on their line. Glyphs on one line
+    join a word when the gap is under 0.45 line heights and a label when under 1.1.
+    """
+    big = [c for c in comps if c.y1 - c.y0 >= MIN_GLYPH_H]
+    small = [c for c in comps if c.y1 - c.y0 < MIN_GLYPH_H]
+    if not big:
+        return []
+    heights = np.array([c.y1 - c.y0 for c in big], float)
+    line_h = float(np.median(heights))
+    big.sort(key=lambda c: (c.x0, c.y0))
+    # union-find over pairs on one line and close in x
+    parent = list(range(len(big)))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    gaps: dict[tuple[int, int], float] = {}
+    for i, a in enumerate(big):
+        for j in range(i + 1, len(big)):
+            b = big[j]
+            if b.x0 - a.x1 > 1.7 * line_h:
+                break
+            ov = min(a.y1, b.y1) - max(a.y0, b.y0)
+            hh = min(a.y1 - a.y0, b.y1 - b.y0)
+            if ov < 0.6 * hh or abs((a.y1 - a.y0) - (b.y1 - b.y0)) > 0.35 * max(a.y1 - a.y0, b.y1 - b.y0):
+                continue
+            gap = b.x0 - a.x1
+            if -1 <= gap <= 1.6 * line_h:
+                ra, rb = find(i), find(j)
+                if ra != rb:
+                    parent[rb] = ra
+                gaps[(i, j)] = gap
+    groups: dict[int, list[int]] = {}
+    for i in range(len(big)):
+        groups.setdefault(find(i), []).append(i)
+    runs = []
+    for members in groups.values():
+        members.sort(key=lambda i: big[i].x0)
+        runs.append([big[i] for i in members])
+    inner = [b.x0 - a.x1 for cs in runs for a, b in zip(cs, cs[1:])]
+    g_med = float(np.median(inner)) if inner else 1.0
+    labels = []
+    for cs in runs:
+        hh = float(np.median([c.y1 - c.y0 for c in cs]))
+        words, cur = [], [cs[0]]
+        for a, b in zip(cs, cs[1:]):
+            if b.x0 - a.x1 > g_med + max(2.0, 0.3 * hh):  # a space: clearly wider than the usual letter gap
+                words.append(cur)
+                cur = [b]
+            else:
+                cur.append(b)
+        words.append(cur)
+        labels.append(words)
+    for s in small:  # primes: attach to the glyph whose top-right corner is closest
+        best, bd = None, 1e9
+        for words in labels:
+            for w in words:
+                for c in w:
+                    hh = c.y1 - c.y0
+                    if s.y1 <= c.y0 + 0.6 * hh and -1 <= s.x0 - c.x1 <= 0.5 * hh and s.y0 >= c.y0 - 0.3 * hh:
+                        d = abs(s.x0 - c.x1) + abs(s.y0 - c.y0)
+                        if d < bd:
+                            best, bd = (w, c), d
+        if best is not None:
+            w, c = best
+            w.insert(w.index(c) + 1, s)
+    return labels
+
+
+# ----------------------------------------------------------------------------- recognition
+
+
+def _read_word(word: list[_Comp], model: dict[str, np.ndarray]) -> list[Glyph]:
+    top = min(c.y0 for c in word)
+    bottom = max(c.y1 for c in word)
+    big_h = [c.y1 - c.y0 for c in word if c.y1 - c.y0 >= MIN_GLYPH_H]
+    line_h = max(big_h) if big_h else bottom - top
+    out: list[Glyph] = []
+    for c in word:
+        out.extend(_read_comp(c, top, top + line_h, model))
+    return out
+
+
+def _probs_of(patch: np.ndarray, y0: int, y1: int, top: float, bottom: float, model) -> np.ndarray:
+    return glyph_probs(glyph_features(patch, y0, y1, top, bottom)[None], model)[0]
+
+
+def _read_comp(c: _Comp, top: float, bottom: float, model, depth: int = 0) -> list[Glyph]:
+    """One component as one glyph, or, when it is wide, as two (or more) touching glyphs if that reads better."""
+    h, w = c.patch.shape
+    p = _probs_of(c.patch, c.y0, c.y1, top, bottom, model)
+    whole = [Glyph((c.x0, c.y0, c.x1, c.y1), p)]
+    if depth >= 3 or w < 1.25 * h:
+        return whole
+    col = c.patch.sum(axis=0)
+    best_score, best = float(np.log(p.max() + 1e-9)) - 0.5 * max(0.0, w / h - 1.0) * 4, None
+    for cut in range(max(2, int(0.3 * h)), w - max(2, int(0.3 * h)) + 1):
+        if col[cut - 1: cut + 1].min() > 0.6 * col.max():
+            continue
+        left = _trim(_Comp(c.x0, c.y0, c.x0 + cut, c.y1, c.patch[:, :cut]))
+        right = _trim(_Comp(c.x0 + cut, c.y0, c.x1, c.y1, c.patch[:, cut:]))
+        if left is None or right is None:
+            continue
+        pl = _probs_of(left.patch, left.y0, left.y1, top, bottom, model)
+        pr = _probs_of(right.patch, right.y0, right.y1, top, bottom, model)
+        score = float(np.log(pl.max() + 1e-9) + np.log(pr.max() + 1e-9)) / 2
+        if score > best_score:
+            best_score, best = score, (left, right)
+    if best is None:
+        return whole
+    return _read_comp(best[0], top, bottom, model, depth + 1) + _read_comp(best[1], top, bottom, model, depth + 1)
+
+
+def _trim(c: _Comp) -> _Comp | None:
+    rows = np.flatnonzero(c.patch.max(axis=1) > 0)
+    cols = np.flatnonzero(c.patch.max(axis=0) > 0)
+    if rows.size == 0 or cols.size == 0:
+        return None
+    r0, r1, k0, k1 = rows[0], rows[-1] + 1, cols[0], cols[-1] + 1
+    return _Comp(c.x0 + k0, c.y0 + r0, c.x0 + k1, c.y0 + r1, c.patch[r0:r1, k0:k1])
+
+
+def read_labels(image: Any, model: dict[str, np.ndarray] | None = None) -> ImageLabels:
+    """Every label in ``image`` (path, PIL image or array), read and sorted into residue/ligand kinds."""
+    model = model or load_glyph_model()
+    rgb = as_rgb(image)
+    hsv = _hsv(rgb)
+    pc = classify_pixels(rgb)
+    v = hsv[..., 2]
+    v_bg = float(np.median(np.concatenate([v[:3].ravel(), v[-3:].ravel(), v[:, :3].ravel(), v[:, -3:].ravel()])))
+    v_dark = v_bg + 0.3
+    unknown = pc.label == UNKNOWN
+    chroma = _chroma_of(hsv)
+    reads: list[LabelRead] = []
+    colours = [c for c in text_colours(rgb, hsv, unknown)
+               if np.linalg.norm(pc.model.chroma - c, axis=1).min() > 0.12]  # not an atom colour
+    pix = rgb.astype(np.float32)
+    for ci, col in enumerate(colours):
+        sel = (np.linalg.norm(chroma - col, axis=-1) <= 0.08) & (v >= 0.85)
+        if not sel.any():
+            continue
+        T = np.median(pix[sel], axis=0)
+        alpha, mask = text_mask(pix, T)
+        comps = _consistent_heights(_components(mask, np.where(mask, np.clip(alpha, 0, 1), 0.0), v, v_dark))
+        for words in _group_words(comps):
+            glyph_words = tuple(tuple(_read_word(w, model)) for w in words)
+            allc = [c for w in words for c in w]
+            box = (min(c.x0 for c in allc), min(c.y0 for c in allc), max(c.x1 for c in allc), max(c.y1 for c in allc))
+            reads.append(LabelRead(glyph_words, box, ci))
+    return ImageLabels(tuple(_assign_kinds(reads, len(colours))), tuple(tuple(map(float, c)) for c in colours))
+
+
+def _class_string(glyphs: Sequence[Glyph]) -> str:
+    """Per glyph ``L`` (surely a letter), ``D`` (surely a digit), ``X`` (could be either: O/0, I/1, S/5) or ``'``."""
+    letters = np.array([ch in LETTERS for ch in ALPHABET])
+    digits = np.array([ch in DIGITS for ch in ALPHABET])
+    out = []
+    for g in glyphs:
+        pl, pd = float(g.probs[letters].sum()), float(g.probs[digits].sum())
+        out.append("'" if g.char == "'" else ("L" if pl >= 0.85 else "D" if pd >= 0.85 else "X"))
+    return "".join(out)
+
+
+_RUN_RE = re.compile(r"[LX]{3}[DX]{1,4}(?![DX])")
+
+
+def _residue_runs(label: LabelRead) -> list[LabelRead]:
+    """``XXX 123`` pieces of a residue-coloured label (two touching residue labels become two)."""
+    gs = list(label.glyphs)
+    cls = _class_string(gs)
+    out = []
+    for m in _RUN_RE.finditer(cls):
+        name, number = tuple(gs[m.start():m.start() + 3]), tuple(gs[m.start() + 3:m.end()])
+        allg = name + number
+        box = (min(g.box[0] for g in allg), min(g.box[1] for g in allg), max(g.box[2] for g in allg),
+               max(g.box[3] for g in allg))
+        lab = LabelRead((name, number), box, label.colour, "residue")
+        rr = residue_reading(lab)
+        out.append(LabelRead((name, number), box, label.colour, "residue", f"{rr[0]} {rr[1]}" if rr else None))
+    return out
+
+
+def _ligand_words(label: LabelRead) -> list[LabelRead]:
+    """Each word of a ligand-coloured label is one atom name; unsure blobs (ball highlights) are dropped."""
+    out = []
+    for w in label.words:
+        if not w or len(w) > 5 or min(g.confidence for g in w) < MIN_GLYPH_CONFIDENCE:
+            continue
+        box = (min(g.box[0] for g in w), min(g.box[1] for g in w), max(g.box[2] for g in w), max(g.box[3] for g in w))
+        out.append(LabelRead((w,), box, label.colour, "ligand", atom_name_reading(w)[0]))
+    return out
+
+
+def _assign_kinds(reads: list[LabelRead], n_colours: int) -> list[LabelRead]:
+    """A colour whose labels mostly read as three letters and a number holds residue labels; a
+    colour of short words starting with a letter holds ligand atom names; other colours
+    (highlights, stray pixels) are dropped."""
+    out = []
+    for ci in range(n_colours):
+        mine = [r for r in reads if r.colour == ci and r.glyphs]
+        if not mine:
+            continue
+        cls = [_class_string(r.glyphs) for r in mine]
+        res = sum(1 for c in cls if _RUN_RE.fullmatch(c) and "L" in c[:3])
+        lig = sum(1 for r, c in zip(mine, cls) if len(r.words) == 1 and 1 <= len(c) <= 5 and c[0] in "LX")
+        if res >= max(2, 0.3 * len(mine)) and res >= lig:
+            for r in mine:
+                out.extend(_residue_runs(r))
+        elif lig >= max(1, 0.3 * len(mine)):
+            for r in mine:
+                out.extend(_ligand_words(r))
+    return out
+
+
+# ----------------------------------------------------------------------------- decoding helpers
+
+
+def decode(glyphs: Sequence[Glyph], allowed: Sequence[frozenset[str] | None]) -> tuple[str, float]:
+    """Best string with the i-th glyph restricted to ``allowed[i]`` (None: anything), and its log-probability."""
+    text, lp = [], 0.0
+    for g, allow in zip(glyphs, allowed):
+        p = g.probs.copy()
+        if allow is not None:
+            mask = np.array([ch in allow for ch in ALPHABET])
+            p = np.where(mask, p, 0.0)
+        k = int(np.argmax(p))
+        text.append(ALPHABET[k])
+        lp += math.log(max(float(p[k]), 1e-9))
+    return "".join(text), lp
+
+
+def residue_reading(label: LabelRead) -> tuple[str, str, float] | None:
+    """(name, number with insertion code, log-probability) of a residue label read as ``XXX 123``,
+    letters forced in the name and digits in the number (a trailing letter is kept only when
+    the network is sure of it)."""
+    if len(label.words) != 2 or len(label.words[0]) != 3 or not label.words[1]:
+        return None
+    name, lp1 = decode(label.words[0], [LETTERS] * 3)
+    num_glyphs = label.words[1]
+    allowed = [DIGITS | {"-"}] + [DIGITS] * (len(num_glyphs) - 1)
+    if len(num_glyphs) > 1 and num_glyphs[-1].char in LETTERS and num_glyphs[-1].confidence > 0.9:
+        allowed[-1] = LETTERS
+    number, lp2 = decode(num_glyphs, allowed)
+    return name, number, lp1 + lp2
+
+
+ELEMENTS = ("C", "N", "O", "S", "P", "F", "CL", "BR", "I", "B", "SE", "FE", "ZN", "MG", "CU", "CO", "NI", "MN", "CA",
+            "NA", "K", "AS", "SI", "HG", "PT", "RU", "V", "W", "MO", "AL", "GA", "AU", "AG", "CD", "TE", "SB", "SN")
+
+
+def atom_name_reading(glyphs: Sequence[Glyph], element: str | None = None) -> tuple[str, float]:
+    """Best atom name for ``glyphs``: an element symbol (``element`` when known) followed by digits,
+    letters and primes, ambiguous glyphs after the element read as digits (``O1`` not ``OI``).
+
+    Returns (name, log-probability); every element of :data:`ELEMENTS` that fits is tried.
+    """
+    best = ("", -1e18)
+    els = [element.upper()] if element else list(ELEMENTS)
+    cls = _class_string(glyphs)
+    for el in els:
+        if len(el) > len(glyphs):
+            continue
+        allowed: list[frozenset[str] | None] = [frozenset(ch) for ch in el]
+        for k in range(len(el), len(glyphs)):
+            if cls[k] == "'":
+                allowed.append(frozenset("'"))
+            elif cls[k] == "L":
+                allowed.append(LETTERS)
+            else:
+                allowed.append(DIGITS | ({"'"} if glyphs[k].char == "'" else set()))
+        text, lp = decode(glyphs, allowed)
+        if lp > best[1]:
+            best = (text, lp)
+    return best
+
+
+# ----------------------------------------------------------------------------- training
+
+
+TRAIN_FONTS = (  # (how to load, label used in reports)
+    ("pillow-default", "Aileron (Pillow's bundled font)"),
+    ("DejaVuSans.ttf", "DejaVu Sans"),
+    ("DejaVuSans-Bold.ttf", "DejaVu Sans Bold"),
+    ("DejaVuSansMono.ttf", "DejaVu Sans Mono"),
+    ("DejaVuSansMono-Bold.ttf", "DejaVu Sans Mono Bold"),
+    ("DejaVuSerif.ttf", "DejaVu Serif"),
+    ("STIXGeneral.ttf", "STIX General"),
+    ("STIXGeneralBol.ttf", "STIX General Bold"),
+)
+
+
+def _font(spec: str, size: int) -> ImageFont.FreeTypeFont:
+    if spec == "pillow-default":
+        return ImageFont.load_default(size=size)
+    import matplotlib
+
+    return ImageFont.truetype(str(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / spec), size)
+
+
+def _random_text(rng: np.random.Generator) -> str:
+    from misi_agent.knowledge.hbonds import load_templates
+
+    kind = rng.random()
+    if kind < 0.4:
+        names = sorted(load_templates().residues)
+        return f"{names[int(rng.integers(len(names)))]} {int(rng.integers(1, 2000))}"
+    el = rng.choice(["C", "C", "C", "N", "O", "O", "S", "P", "F", "CL", "BR", "B", "I"])
+    tail = "".join(rng.choice(list("0123456789"), size=int(rng.integers(0, 3))))
+    if rng.random() < 0.35:
+        tail += str(rng.choice(list("ABCDEFGHIJKLMNOPQRSTUVWXYZ")))
+    if rng.random() < 0.12:
+        tail += "'"
+    if rng.random() < 0.25:  # random letters too, so every letter is seen often
+        return "".join(rng.choice(list(ALPHABET[:36]), size=int(rng.integers(1, 5))))
+    return el + tail
+
+
+def render_label(text: str, font: ImageFont.FreeTypeFont, colour=(255, 250, 200), outline: bool = True) -> np.ndarray:
+    """A label as the renderers draw it: ``colour`` text with a 1-px black outline on black (RGB array)."""
+    left, top, right, bottom = font.getbbox(text)
+    w, h = right - left + 8, bottom - top + 8
+    fill = Image.new("L", (w, h), 0)
+    ImageDraw.Draw(fill).text((4 - left, 4 - top), text, fill=255, font=font)
+    img = Image.new("RGB", (w, h), (0, 0, 0))
+    img.paste(colour, (0, 0, w, h), fill)
+    return np.asarray(img)
+
+
+def _training_set(n: int, seed: int, fonts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Glyph features with their true characters, read from rendered labels by the same segmentation."""
+    rng = np.random.default_rng(seed)
+    X, y = [], []
+    while len(y) < n:
+        text = _random_text(rng)
+        spec = fonts[int(rng.integers(len(fonts)))]
+        size = int(rng.integers(8, 19))
+        rgb = render_label(text, _font(spec, size))
+        v = _hsv(rgb)[..., 2]
+        im = Image.fromarray((v * 255).astype(np.uint8))
+        sx = rng.uniform(0.8, 1.4)  # other fonts are wider or narrower
+        im = im.resize((max(1, int(round(im.width * sx))), im.height), Image.BILINEAR)
+        if rng.random() < 0.5:  # blur like a ray tracer's antialiasing
+            im = im.filter(ImageFilter.GaussianBlur(rng.uniform(0.2, 0.6)))
+        v = np.asarray(im, np.float32) / 255.0
+        v = np.clip(v * rng.uniform(0.75, 1.1), 0, 1)
+        mask = v >= ALPHA_MIN
+        comps = _components(mask, np.where(mask, v, 0.0), v, 0.3)
+        labels = _group_words(comps)
+        chars = [ch for ch in text if ch != " "]
+        if len(labels) != 1:
+            continue
+        glyph_comps = [(c, w) for w in labels[0] for c in w]
+        if len(glyph_comps) != len(chars):
+            continue
+        for (c, w), ch in zip(glyph_comps, chars):
+            top = min(cc.y0 for cc in w)
+            big_h = [cc.y1 - cc.y0 for cc in w if cc.y1 - cc.y0 >= MIN_GLYPH_H]
+            line_h = max(big_h) if big_h else 1
+            X.append(glyph_features(c.patch, c.y0, c.y1, top, top + line_h))
+            y.append(ALPHABET.index(ch))
+    return np.array(X, np.float32), np.array(y, np.int64)
+
+
+def train_glyph_model(out: Path = MODEL_PATH, n: int = 60000, seed: int = 0, fonts: Sequence[str] | None = None,
+                      epochs: int = 30) -> dict[str, float]:
+    """Train the glyph network on rendered labels and save it (numpy arrays, a few hundred kB).
+
+    Deterministic for a seed (torch on CPU, one thread). Returns training and held-out accuracy.
+    """
+    import torch
+
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)
+    fonts = tuple(fonts or [f for f, _ in TRAIN_FONTS])
+    X, y = _training_set(n, seed, fonts)
+    Xv, yv = _training_set(max(2000, n // 10), seed + 1, fonts)
+    mean, std = X.mean(axis=0), X.std(axis=0) + 1e-3
+    xt = torch.tensor((X - mean) / std)
+    yt = torch.tensor(y)
+    net = torch.nn.Sequential(torch.nn.Linear(X.shape[1], 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
+                              torch.nn.ReLU(), torch.nn.Linear(128, len(ALPHABET)))
+    opt = torch.optim.Adam(net.parameters(), lr=2e-3, weight_decay=1e-5)
+    g = torch.Generator().manual_seed(seed)
+    for epoch in range(epochs):
+        perm = torch.randperm(len(yt), generator=g)
+        for k in range(0, len(perm), 256):
+            idx = perm[k:k + 256]
+            xb = xt[idx] + 0.05 * torch.randn(len(idx), xt.shape[1], generator=g)
+            loss = torch.nn.functional.cross_entropy(net(xb), yt[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        for pg in opt.param_groups:
+            pg["lr"] = 2e-3 * 0.5 * (1 + math.cos(math.pi * (epoch + 1) / epochs))
+    lin = [m for m in net if isinstance(m, torch.nn.Linear)]
+    model = {"mean": mean, "std": std, "alphabet": np.array(ALPHABET)}
+    for k, m in enumerate(lin, start=1):
+        model[f"w{k}"] = m.weight.detach().numpy().T.astype(np.float32)
+        model[f"b{k}"] = m.bias.detach().numpy().astype(np.float32)
+    acc_train = float(np.mean(np.argmax(glyph_probs(X, model), 1) == y))
+    acc_val = float(np.mean(np.argmax(glyph_probs(Xv, model), 1) == yv))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".part.npz")
+    np.savez_compressed(tmp, **model)
+    tmp.replace(out)
+    load_glyph_model.cache_clear()
+    return {"n_train": int(len(y)), "train_accuracy": acc_train, "heldout_accuracy": acc_val}
+
+
+if __name__ == "__main__":  # python -m misi_agent.tools.label_reading --train
+    import sys
+
+    if "--train" in sys.argv[1:]:
+        print(train_glyph_model())
