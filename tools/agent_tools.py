@@ -135,25 +135,38 @@ def agent_tools(context: AgentContext) -> list[Tool]:
         return images_of(images)
 
     def run(task: str, pdb_id: str, ligand, images: list[int], solve, register_fn=G.register_front, anchor: int = 1,
-            atom_names=()):
+            atom_names=(), from_images=None):
         ims = checked(task, images)
+        if from_images is not None and context.image_grounded(pdb_id):  # no structure: reconstruct from the views
+            from misi_agent.tools import image_tasks as IT
+
+            out = IT.SOLVERS[task](ims, **from_images).to_dict()
+            context.used(pdb_id, "images")
+            return out
         cx, why = pick_complex(context, pdb_id, ligand, images[anchor - 1], register_fn, atom_names)
         out = solve(ims, cx).to_dict()
         out["ligand"] = _describe(cx, why)
         return out
 
     def solve_translation(pdb_id: str, images: list[int], ligand: str | None = None):
-        return run(T.TRANSLATION, pdb_id, ligand, images, G.solve_translation)
+        return run(T.TRANSLATION, pdb_id, ligand, images, G.solve_translation, from_images={})
 
     def solve_rotation(pdb_id: str, images: list[int], ligand: str | None = None):
-        return run(T.ROTATION, pdb_id, ligand, images, G.solve_rotation)
+        return run(T.ROTATION, pdb_id, ligand, images, G.solve_rotation, from_images={})
 
     def solve_zoom(pdb_id: str, images: list[int], ligand: str | None = None):
-        return run(T.ZOOMING, pdb_id, ligand, images, G.solve_zoom)
+        return run(T.ZOOMING, pdb_id, ligand, images, G.solve_zoom, from_images={})
 
     def solve_translation_rotation(pdb_id: str, images: list[int], target_pdb_id: str, ligand: str | None = None,
                                    target_ligand: str | None = None):
         ims = checked(T.TRANSLATION_ROTATION, images)
+        if context.image_grounded(pdb_id) or context.image_grounded(target_pdb_id):  # both from the views
+            from misi_agent.tools import image_tasks as IT
+
+            out = IT.solve_translation_rotation(ims).to_dict()
+            context.used(pdb_id, "images")
+            context.used(target_pdb_id, "images")
+            return out
         target, twhy = pick_complex(context, target_pdb_id, target_ligand, images[4], G.register_front)
         out = run(T.TRANSLATION_ROTATION, pdb_id, ligand, images,
                   lambda ims_, cx: G.solve_translation_rotation(ims_, cx, target))
@@ -161,15 +174,16 @@ def agent_tools(context: AgentContext) -> list[Tool]:
         return out
 
     def solve_rotation_rotation(pdb_id: str, images: list[int], ligand: str | None = None):
-        return run(T.ROTATION_ROTATION, pdb_id, ligand, images, G.solve_rotation_rotation)
+        return run(T.ROTATION_ROTATION, pdb_id, ligand, images, G.solve_rotation_rotation, from_images={})
 
     def solve_docking(pdb_id: str, images: list[int], ligand: str | None = None):
-        return run(T.DOCKING, pdb_id, ligand, images, G.solve_docking, register_fn=G.register_pocket)
+        return run(T.DOCKING, pdb_id, ligand, images, G.solve_docking, register_fn=G.register_pocket, from_images={})
 
     def locate_interaction(pdb_id: str, images: list[int], bond: dict, options: dict, ligand: str | None = None):
         names = (bond["ligand_atom"],) if bond.get("ligand_atom") else ()
         return run(T.INTERACTION_LOCATION, pdb_id, ligand, images,
-                   lambda ims_, cx: G.locate_interaction(ims_, cx, bond, options), atom_names=names)
+                   lambda ims_, cx: G.locate_interaction(ims_, cx, bond, options), atom_names=names,
+                   from_images={"bond": bond, "options": options})
 
     impls = {
         T.TRANSLATION: solve_translation,

@@ -3,9 +3,14 @@
 Grounding says where 3D knowledge comes from:
 
 * ``structure``: the entry named by the question's PDB ID, read from the structure store;
-* ``images``: the pictures only (image-only reconstruction; not available yet, so tools
-  that need a structure fail with a clear error);
+* ``images``: the pictures only: the geometric tools answer from a 3D reconstruction of the
+  question's own views (:mod:`misi_agent.tools.reconstruction`); tools that have no
+  image-only method fail with a clear error;
 * ``auto``: the structure when the store has it, else the pictures.
+
+:meth:`AgentContext.image_grounded` says which applies to an entry, and
+:attr:`AgentContext.groundings_used` records, per PDB ID, what the tools actually used (the
+agent loop copies it into the trace).
 
 Choosing the ligand. An entry may hold several ligands (or copies of one); the benchmark
 shows one. The agent must find the one in the pictures using only what a test taker has,
@@ -116,6 +121,7 @@ class AgentContext:
     store: StructureStore
     grounding: str = "structure"
     notes: list[str] = field(default_factory=list)
+    groundings_used: dict[str, str] = field(default_factory=dict)  # PDB ID -> "structure" | "images"
 
     def __post_init__(self) -> None:
         if self.grounding not in GROUNDINGS:
@@ -128,18 +134,37 @@ class AgentContext:
             raise ToolError(f"image {number} does not exist (the question has images 1 to {len(self.images)})")
         return self.images[int(number) - 1]
 
+    def image_grounded(self, pdb_id: str) -> bool:
+        """True when tools must answer about ``pdb_id`` from the pictures: grounding ``images``, or
+        ``auto`` and the store has no structure for it."""
+        if self.grounding == "images":
+            return True
+        if self.grounding == "auto":
+            try:
+                self.store.find(pdb_id)
+            except UnknownStructureError:
+                return True
+        return False
+
+    def used(self, pdb_id: str, grounding: str) -> None:
+        """Record that a tool answered about ``pdb_id`` with ``grounding`` (``structure`` or ``images``)."""
+        self.groundings_used[str(pdb_id).upper()] = grounding
+
     def entry(self, pdb_id: str) -> StoredStructure:
         """The structure file of an entry, as the grounding allows."""
         if self.grounding == "images":
-            raise ToolError("structure grounding is off (--grounding images): image-only reconstruction is not "
-                            "available yet")
+            raise ToolError("structure grounding is off (--grounding images): image-only grounding is not "
+                            "available for this tool")
         try:
-            return self.store.find(pdb_id)
+            found = self.store.find(pdb_id)
         except UnknownStructureError as exc:
             if self.grounding == "auto":
-                raise ToolError(f"{exc}; image-only grounding (the --grounding auto fall-back) is not available yet") \
+                raise ToolError(f"{exc}; image-only grounding (the --grounding auto fall-back) is not available "
+                                "for this tool") \
                     from None
             raise ToolError(str(exc)) from None
+        self.used(pdb_id, "structure")
+        return found
 
     def ligand_choice(self, pdb_id: str, *, code: str | None = None, atom_names: Sequence[str] = (),
                       residue: ResidueRef | None = None, picture: int | None = 1,

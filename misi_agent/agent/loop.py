@@ -76,6 +76,7 @@ class Trace:
     raw_answer: str = ""
     error: str | None = None
     seconds: float = 0.0
+    grounding_used: dict[str, str] = field(default_factory=dict)  # PDB ID -> "structure" | "images" (what tools used)
     started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     @property
@@ -96,6 +97,7 @@ class Trace:
             "error": self.error,
             "planner": self.planner,
             "grounding": self.grounding,
+            "grounding_used": dict(self.grounding_used),
             "max_turns": self.max_turns,
             "turns": self.turns,
             "seconds": round(self.seconds, 3),
@@ -286,6 +288,8 @@ def answer_question(question, base_dir: str | Path, planner: Planner, store, *, 
     images = question.image_paths(base_dir)
     context = AgentContext(images=images, store=store, grounding=grounding)
     registry = build_registry(context)
-    return run_agent(question_id=question.id, task=question.task, text=question.question, images=images,
-                     planner=planner, registry=registry, normalise=lambda text: normalise_answer(question, text),
-                     max_turns=max_turns, grounding=grounding, system=system)
+    result = run_agent(question_id=question.id, task=question.task, text=question.question, images=images,
+                       planner=planner, registry=registry, normalise=lambda text: normalise_answer(question, text),
+                       max_turns=max_turns, grounding=grounding, system=system)
+    result.trace.grounding_used = dict(context.groundings_used)
+    return result

@@ -1,0 +1,337 @@
+"""Solvers of the geometric MiSI-Bench tasks from the pictures alone (image-only grounding).
+
+The same analysis by synthesis as :mod:`misi_agent.tools.geometric_tasks`, with the 3D scene
+taken from a :class:`~misi_agent.tools.reconstruction.Reconstruction` of the question's own
+views instead of a structure file: the reconstruction's fused centre-line points (every
+colour class, in Å in the front frame of the pictured state) are moved by every candidate
+command list and projected through the benchmark camera, and the candidate whose
+prediction matches the image that shows the result wins. Rolls turn about the centroid of
+the displayed atoms, which the views' framing puts on the line of sight at the
+reconstruction's camera distance (:attr:`Reconstruction.center`), not about the centroid
+of the reconstructed points.
+
+Magnitudes in Å (translation, zoom, docking shift, interaction location) scale with the
+reconstruction's camera distance, i.e. with how well its Å scale is known
+(:func:`misi_agent.tools.reconstruction.estimate_distance`); rotations do not.
+
+Interaction location needs the named atoms: the ligand atom is found by its label when the
+label reader (:mod:`misi_agent.tools.label_reading`) reads it next to a reconstructed ligand
+atom, and the residue atom is the reconstructed pocket atom of the named element nearest to
+it (an H-bond partner is within about 3.5 Å).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from misi_agent.bench import tasks as T
+from misi_agent.camera import Command, compose_rigid, format_commands
+from misi_agent.tools import geometric_tasks as G
+from misi_agent.tools.atom_detection import POCKET_CLASSES
+from misi_agent.tools.command_search import REFINE_TOP, move_roll_pairs, moves, rank, roll_pairs, rolls, score_candidates
+from misi_agent.tools.reconstruction import Reconstruction, reconstruct
+from misi_agent.tools.registration import (
+    FREE_ICP_TAUS,
+    OK_EXPLAINED,
+    OK_MATCHED,
+    ScenePoints,
+    ViewCamera,
+    fit_quality,
+    image_analysis,
+    moment_shift,
+    refine_shift,
+    register_free_shift,
+    unexplained,
+)
+from misi_agent.tools.spatial_records import Registration, SpatialAnswer
+
+MAX_POINTS = 2500  # cloud points used for matching (evenly thinned beyond this)
+CLASH_A = 2.2  # Å: a ligand atom this close to a pocket point clashes
+CONTACT_A = 4.5  # Å: pocket points within this distance of a ligand atom are in contact
+HBOND_A = 3.4  # Å: ligand O/N to pocket O/N within this distance may be H-bonded
+
+
+def views_of(images: Sequence[Any], names: Sequence[str] = T.VIEWS3) -> dict[str, Any]:
+    """The first ``len(names)`` images keyed by view name (the task's image order)."""
+    return {n: im for n, im in zip(names, images)}
+
+
+def cloud_points(rec: Reconstruction, max_points: int = MAX_POINTS, which: str = "all") -> ScenePoints:
+    """The reconstruction's centre-line cloud as matchable points (every point counts as an atom).
+
+    ``which`` keeps ``all`` points, only the ``ligand``'s classes near its atoms, or only the
+    ``pocket``'s. The centre of rotation is :attr:`Reconstruction.center`.
+    """
+    P = np.asarray(rec.cloud, float)
+    C = np.asarray(rec.cloud_classes).astype(str)
+    if which != "all" and len(P):
+        lig = rec.coords[rec.is_ligand]
+        near = np.zeros(len(P), bool)
+        if len(lig):
+            near = cKDTree(lig).query(P)[0] < 0.9
+        is_lig = (C == "LIGAND_C") | near
+        keep = is_lig if which == "ligand" else ~is_lig
+        P, C = P[keep], C[keep]
+    if len(P) > max_points:
+        idx = np.linspace(0, len(P) - 1, max_points).astype(int)
+        P, C = P[idx], C[idx]
+    names = tuple(dict.fromkeys(C.tolist())) or ("LIGAND_C",)
+    cls = np.array([names.index(c) for c in C], int)
+    idx = np.arange(len(P))
+    center = rec.center if which == "all" else (P.mean(axis=0) if len(P) else rec.center)
+    return ScenePoints(P.reshape(-1, 3), cls, names, idx, np.asarray(center, float), idx)
+
+
+def _record(an, sp: ScenePoints, cam: ViewCamera, rec: Reconstruction) -> Registration:
+    """How well the reconstruction explains an image, in the registration record's terms."""
+    q = fit_quality(an, sp, cam)
+    ok = q["matched"] >= OK_MATCHED and q["explained"] >= OK_EXPLAINED
+    notes = (f"reconstructed from {len(rec.views)} views: {len(rec)} atoms, {len(rec.cloud)} centre-line points; "
+             f"Å scale from {rec.scale_source}",)
+    if not ok:
+        notes += ("the reconstruction explains the image poorly",)
+    return Registration(an.width, an.height, cam.fov_deg, tuple(float(v) for v in cam.shift), q["residual"], q["chamfer"],
+                        q["matched"], q["explained"], q["tol"], bool(ok), q["n_in_image"], (), notes)
+
+
+def _front(images: Sequence[Any], rec: Reconstruction | None) -> tuple[Reconstruction, ScenePoints, ViewCamera, Registration]:
+    rec = rec if rec is not None else reconstruct(views_of(images[:3]))
+    sp = cloud_points(rec)
+    an0 = image_analysis(images[0], sp.names)
+    cam = ViewCamera(an0.width, an0.height)
+    return rec, sp, cam, _record(an0, sp, cam, rec)
+
+
+def _details(rec: Reconstruction) -> dict[str, Any]:
+    return {"grounding": "images", "reconstruction": rec.summary()}
+
+
+def _unit(task: str, images: Sequence[Any], candidates, rec: Reconstruction | None) -> SpatialAnswer:
+    images = G._check_images(images, task)
+    rec, sp, cam, reg = _front(images, rec)
+    an = image_analysis(images[3], sp.names)
+    costs = score_candidates(an, sp, cam, candidates)
+    ranking = rank(candidates, costs)
+    fit = G._result_fit(an, sp.moved(list(candidates[ranking.best])), cam)
+    details = {"candidates": len(candidates), **_details(rec)}
+    return G._answer(task, ranking, [reg], [fit], details, [], G.SURE_MARGIN_PX * G._scale(an))
+
+
+def solve_translation(images: Sequence[Any], rec: Reconstruction | None = None) -> SpatialAnswer:
+    """T1 from the pictures: the move (x or y, whole Å) that best predicts image 4 from the reconstruction."""
+    return _unit(T.TRANSLATION, images, [[m] for m in moves(T.TRANSLATION_GRID)], rec)
+
+
+def solve_rotation(images: Sequence[Any], rec: Reconstruction | None = None) -> SpatialAnswer:
+    """T2 from the pictures: the roll (x, y or z; 15° steps) that best predicts image 4."""
+    return _unit(T.ROTATION, images, [[r] for r in rolls(T.ROTATION_GRID)], rec)
+
+
+def solve_zoom(images: Sequence[Any], rec: Reconstruction | None = None) -> SpatialAnswer:
+    """T3 from the pictures: the ``move z d`` (40..60 Å) that best predicts image 4 (d scales with the Å scale)."""
+    return _unit(T.ZOOMING, images, [[Command("move", "z", v)] for v in T.ZOOM_GRID.values()], rec)
+
+
+class _Reg:
+    """What :func:`misi_agent.tools.geometric_tasks._choose_option` needs of a registered scene."""
+
+    def __init__(self, points: ScenePoints, camera: ViewCamera, record: Registration):
+        self.points, self.camera, self.record = points, camera, record
+
+
+def solve_translation_rotation(images: Sequence[Any], rec: Reconstruction | None = None,
+                               target: Reconstruction | None = None) -> SpatialAnswer:
+    """T5 from the pictures: infer (move, roll) on the reference reconstruction, apply it to the target's."""
+    images = G._check_images(images, T.TRANSLATION_ROTATION)
+    rec, sp, cam, reg = _front(images[:4], rec)
+    target, tsp, tcam, treg = _front(images[4:7], target)
+    pairs = move_roll_pairs()
+    an = image_analysis(images[3], sp.names)
+    costs = score_candidates(an, sp, cam, pairs, refine_top=REFINE_TOP)
+    out = G._choose_option(T.TRANSLATION_ROTATION, _Reg(sp, cam, reg), an, pairs, costs, _Reg(tsp, tcam, treg),
+                           images[7:11], 1, [], [treg])
+    return replace(out, details={**out.details, **_details(rec), "target_reconstruction": target.summary()})
+
+
+def solve_rotation_rotation(images: Sequence[Any], rec: Reconstruction | None = None) -> SpatialAnswer:
+    """T6 from the pictures: infer the two rolls on the reconstruction, apply them again, pick the option."""
+    images = G._check_images(images, T.ROTATION_ROTATION)
+    rec, sp, cam, reg = _front(images, rec)
+    pairs = roll_pairs(T.ROTROT_GRID)
+    an = image_analysis(images[3], sp.names)
+    costs = score_candidates(an, sp, cam, pairs, refine_top=REFINE_TOP)
+    R = _Reg(sp, cam, reg)
+    out = G._choose_option(T.ROTATION_ROTATION, R, an, pairs, costs, R, images[4:8], 2, [], [])
+    return replace(out, details={**out.details, **_details(rec)})
+
+
+# ----------------------------------------------------------------------------- docking
+
+
+def _pose_score(lig: np.ndarray, lig_polar: np.ndarray, tree: cKDTree, polar_tree: cKDTree | None) -> float:
+    """Higher is better: pocket contacts of the ligand atoms, minus clashes, plus possible H-bonds."""
+    d, _ = tree.query(lig)
+    clash = float(np.sum(np.clip(CLASH_A - d, 0, None) ** 2))
+    contact = float(np.mean([len(n) for n in tree.query_ball_point(lig, CONTACT_A)]))
+    hb = 0.0
+    if polar_tree is not None and lig_polar.any():
+        dp, _ = polar_tree.query(lig[lig_polar])
+        hb = float(np.count_nonzero((dp > 2.5) & (dp < HBOND_A)))
+    return contact - 4.0 * clash + 1.0 * hb
+
+
+def solve_docking(images: Sequence[Any], pocket: Reconstruction | None = None,
+                  ligand: Reconstruction | None = None) -> SpatialAnswer:
+    """T7 from the pictures: the roll about the ligand's centre and the move along x that dock the
+    reconstructed displaced ligand into the reconstructed pocket.
+
+    The pocket (images 1-3) and the displaced ligand (images 4-6) are reconstructed each in its
+    own frame; image 7 (both, front view) places them together: the pocket's points are
+    registered to it (its camera), then the ligand's to the pixels the pocket leaves
+    unexplained. Every roll of the grid (about the ligand's centre) and every whole-Å x-move
+    is scored by the pocket contacts of the ligand's atoms, clashes and possible H-bonds
+    (:func:`_pose_score`); the best pose's commands are the answer.
+    """
+    images = G._check_images(images, T.DOCKING)
+    pocket = pocket if pocket is not None else reconstruct(views_of(images[0:3]))
+    ligand = ligand if ligand is not None else reconstruct(views_of(images[3:6]))
+    psp = cloud_points(pocket, which="pocket")
+    lsp = cloud_points(ligand, which="all")
+    an7 = image_analysis(images[6], tuple(dict.fromkeys(psp.names + lsp.names)))
+    cam7 = register_free_shift(an7, psp, ViewCamera(an7.width, an7.height), POCKET_CLASSES)
+    rest = unexplained(an7, psp, cam7)
+    cam0 = ViewCamera(an7.width, an7.height)
+    lcam = refine_shift(rest, lsp, cam0.with_shift(moment_shift(rest, lsp, cam0)), taus=FREE_ICP_TAUS)
+    # both in image 7's camera frame
+    pocket_pts = psp.points + np.asarray(cam7.shift)
+    lig_atoms = ligand.coords[ligand.is_ligand] if ligand.is_ligand.any() else lsp.points
+    lig_cls = ligand.classes[ligand.is_ligand] if ligand.is_ligand.any() else np.array([lsp.names[c] for c in lsp.cls])
+    lig_pts = lig_atoms + np.asarray(lcam.shift)
+    centre = lig_pts.mean(axis=0)
+    pnames = np.array([psp.names[c] for c in psp.cls])
+    tree = cKDTree(pocket_pts)
+    polar = np.isin(pnames, ["O", "N"])
+    polar_tree = cKDTree(pocket_pts[polar]) if polar.any() else None
+    lig_polar = np.isin(lig_cls, ["O", "N"])
+    shifts = [float(v) for v in T.DOCKING_SHIFT_GRID.values()]
+    hyps, scores = [], []
+    for r in [None] + rolls(T.DOCKING_ROLL_GRID):
+        turned = lig_pts if r is None else (lig_pts - centre) @ compose_rigid([r], np.zeros(3))[0].T + centre
+        for s in shifts:
+            hyps.append((r, s))
+            scores.append(_pose_score(turned + np.array([s, 0.0, 0.0]), lig_polar, tree, polar_tree))
+    scores = np.array(scores)
+
+    def answer_of(h) -> str:
+        r, s = h
+        cmds = ([Command("roll", r.axis, r.value)] if r is not None else []) + [Command("move", "x", s)]
+        return format_commands(cmds)
+
+    ranking = rank(hyps, -scores, answer_of=answer_of, text_of=answer_of)
+    rec_p = _record(an7, psp, cam7, pocket)
+    fit = {"matched": rec_p.matched, "explained": rec_p.explained, "chamfer": rec_p.chamfer_px, "ok": rec_p.ok}
+    details = {"grounding": "images", "pocket_reconstruction": pocket.summary(),
+               "ligand_reconstruction": ligand.summary(), "ligand_camera_shift": [round(float(v), 2) for v in lcam.shift]}
+    return G._answer(T.DOCKING, ranking, [rec_p], [fit], details,
+                     ["docked by contacts and clashes against the reconstructed pocket (no structure)"], 1.0)
+
+
+# ----------------------------------------------------------------------------- interaction location
+
+
+def _element(atom_name: str) -> str:
+    a = str(atom_name).strip().upper()
+    return "N" if a.startswith("N") else "O" if a.startswith("O") else a[:1]
+
+
+def find_ligand_atom(rec: Reconstruction, images: Mapping[str, Any], name: str) -> tuple[int | None, str]:
+    """Index of the reconstructed ligand atom labelled ``name`` in some view, and how it was found."""
+    try:
+        from misi_agent.tools.label_reading import read_labels
+    except ImportError:  # the label reader is not installed
+        return None, "no label reader"
+    want = str(name).strip().upper()
+    lig = np.flatnonzero(rec.is_ligand)
+    if not len(lig):
+        return None, "no ligand atoms reconstructed"
+    for view, image in images.items():
+        xy = rec.image_xy.get(view)
+        if xy is None:
+            continue
+        try:
+            labels = read_labels(image)
+        except Exception:  # a reader failure leaves the label unknown
+            continue
+        hits = [lab for lab in labels.of_kind("ligand") if lab.text.strip().upper() == want]
+        pts = xy[lig]
+        ok = np.isfinite(pts).all(axis=1)
+        if not hits or not ok.any():
+            continue
+        lab = hits[0]
+        d = np.hypot(pts[ok, 0] - lab.centre[0], pts[ok, 1] - lab.centre[1])
+        return int(lig[ok][int(np.argmin(d))]), f"label {want} read in the {view} view"
+    return None, f"label {want} not read in any view"
+
+
+def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: Mapping[str, str],
+                       rec: Reconstruction | None = None) -> SpatialAnswer:
+    """T8 from the pictures: the option that brings the named bond's midpoint onto the line of sight.
+
+    The ligand atom is found by its label (:func:`find_ligand_atom`); failing that, every
+    reconstructed ligand atom of the named element is a candidate. The residue atom is the
+    nearest reconstructed pocket point of its element. Each option's cost is its distance (Å)
+    to the move that centres the best candidate's midpoint.
+    """
+    images = G._check_images(images, T.INTERACTION_LOCATION)
+    letters = [L for L in T.CHOICE_LETTERS if L in options]
+    if len(letters) != len(T.CHOICE_LETTERS):
+        raise G.SpatialTaskError("interaction location needs the four options A-D")
+    views = views_of(images, T.VIEWS6)
+    rec = rec if rec is not None else reconstruct(views)
+    sp = cloud_points(rec)
+    an0 = image_analysis(images[0], sp.names)
+    cam = ViewCamera(an0.width, an0.height)
+    reg = _record(an0, sp, cam, rec)
+    lig_el = _element(bond.get("ligand_atom", ""))
+    res_el = _element(bond.get("residue_atom", ""))
+    i, how = find_ligand_atom(rec, views, bond.get("ligand_atom", ""))
+    lig = np.flatnonzero(rec.is_ligand)
+    cands = [i] if i is not None else [int(k) for k in lig if rec.classes[k] == lig_el] or [int(k) for k in lig]
+    pclass = np.asarray(rec.cloud_classes).astype(str)
+    pocket_pts = rec.cloud[(pclass == res_el)]
+    moves_ = [G._net_xy(options[L]) for L in letters]
+    best = None
+    for k in cands:
+        a = rec.coords[k]
+        if len(pocket_pts):
+            d, j = cKDTree(pocket_pts).query(a)
+            b = pocket_pts[j]
+        else:
+            b = a
+        mid = (a + b) / 2.0
+        need = (-float(mid[0]), -float(mid[1]))
+        dist = np.array([np.hypot(x - need[0], y - need[1]) for x, y in moves_])
+        if best is None or dist.min() < best[0].min():
+            best = (dist, need, k)
+    dist, need, k = best
+    ranking = rank(letters, dist)
+    notes = [] if i is not None else [f"the ligand atom's label was not matched ({how}); chose among {len(cands)} "
+                                      "candidate atoms: answer unsure"]
+    fit = {"matched": reg.matched, "explained": reg.explained, "chamfer": reg.chamfer_px, "ok": reg.ok and i is not None}
+    details = {"needed_move": f"move x {need[0]:.2f}, move y {need[1]:.2f}", "ligand_atom_found_by": how,
+               "option_moves": {L: list(m) for L, m in zip(letters, moves_)}, **_details(rec)}
+    return G._answer(T.INTERACTION_LOCATION, ranking, [reg], [fit], details, notes, G.SURE_MARGIN_A)
+
+
+SOLVERS = {
+    T.TRANSLATION: solve_translation,
+    T.ROTATION: solve_rotation,
+    T.ZOOMING: solve_zoom,
+    T.TRANSLATION_ROTATION: solve_translation_rotation,
+    T.ROTATION_ROTATION: solve_rotation_rotation,
+    T.DOCKING: solve_docking,
+    T.INTERACTION_LOCATION: locate_interaction,
+}
