@@ -131,22 +131,103 @@ def template_graph(name: str) -> nx.Graph | None:
     return g
 
 
-def match_template(rg: nx.Graph, name: str) -> tuple[dict[int, str] | None, float]:
+@lru_cache(maxsize=64)
+def _ideal_lengths(name: str) -> dict[frozenset, float]:
+    from misi_agent.structure import ccd_template
+
+    t = ccd_template(name)
+    if t is None or t.bonds is None:
+        return {}
+    names = [str(n) for n in t.atom_name]
+    return {frozenset((names[a], names[b])): float(np.linalg.norm(t.coord[a] - t.coord[b]))
+            for a, b, _ in t.bonds.as_array()}
+
+
+def match_template(rg: nx.Graph, name: str, coords: np.ndarray | None = None,
+                   context: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[dict[int, str] | None, float]:
     """Atom names for the reconstructed residue graph ``rg`` from template ``name``: a monomorphism
     of ``rg`` into the template preserving elements (missing template atoms allowed). Returns
-    (index -> atom name, share of template atoms matched), or (None, 0)."""
+    (index -> atom name, share of template atoms matched), or (None, 0).
+
+    When several mappings fit (Ser: backbone C=O and side-chain CB–OG look alike as a graph), the
+    one with L-amino-acid chirality at CA wins, then the one whose bond lengths are closest to the
+    template's ideal ones, a backbone C or N that makes a peptide bond to another residue
+    (``context``: coordinates of the other residues' N and C atoms) counting in its favour.
+    """
     tg = template_graph(name)
     if tg is None or rg.number_of_nodes() == 0 or rg.number_of_nodes() > tg.number_of_nodes():
         return None, 0.0
     gm = nx.algorithms.isomorphism.GraphMatcher(tg, rg, node_match=lambda a, b: a["element"] == b["element"])
-    best = None
+    maps = []
     for k, m in enumerate(gm.subgraph_monomorphisms_iter()):
-        best = {r: t for t, r in m.items()}
-        if "CA" in best.values() or k > 200:
+        maps.append({r: t for t, r in m.items()})
+        if k >= 47:
             break
-    if best is None:
+    if not maps:
         return None, 0.0
-    return best, rg.number_of_nodes() / tg.number_of_nodes()
+    if len(maps) > 1 and coords is not None:
+        ideal = _ideal_lengths(name)
+
+        def score(mp):
+            s = 0.0
+            for a, b in rg.edges():
+                L = ideal.get(frozenset((mp[a], mp[b])))
+                if L is not None:
+                    s += abs(float(np.linalg.norm(coords[a] - coords[b])) - L)
+            inv = {v: k for k, v in mp.items()}
+            if all(x in inv for x in ("N", "CA", "C", "CB")):  # L-amino acid: (N-CA).((C-CA)x(CB-CA)) > 0
+                ca = coords[inv["CA"]]
+                vol = float(np.dot(coords[inv["N"]] - ca, np.cross(coords[inv["C"]] - ca, coords[inv["CB"]] - ca)))
+                s += 2.0 if vol < 0 else 0.0
+            if context is not None:
+                other_n, other_c = context
+                if "C" in inv and len(other_n):
+                    s -= 1.0 * bool((np.linalg.norm(other_n - coords[inv["C"]], axis=1) < PEPTIDE_CN[1]).any())
+                if "N" in inv and len(other_c):
+                    s -= 1.0 * bool((np.linalg.norm(other_c - coords[inv["N"]], axis=1) < PEPTIDE_CN[1]).any())
+            return s
+
+        # mappings that differ only by symmetric atoms score alike; keep the first of equals (stable)
+        maps.sort(key=lambda mp: round(score(mp), 6))
+    return maps[0], rg.number_of_nodes() / tg.number_of_nodes()
+
+
+SYMMETRIC_PAIRS = {  # residue: (pair, torsion reference atoms a-b-c for the first atom of the pair, rule)
+    "ARG": (("NH1", "NH2"), ("CD", "NE", "CZ"), "cis"),   # NH1 cis to CD
+    "ASP": (("OD1", "OD2"), ("CA", "CB", "CG"), "chi90"),  # |chi2(CA-CB-CG-OD1)| <= 90
+    "GLU": (("OE1", "OE2"), ("CB", "CG", "CD"), "chi90"),  # |chi3(CB-CG-CD-OE1)| <= 90
+    "PHE": (("CD1", "CD2"), ("CA", "CB", "CG"), "chi90"),
+    "TYR": (("CD1", "CD2"), ("CA", "CB", "CG"), "chi90"),
+}
+
+
+def _torsion(p0, p1, p2, p3) -> float:
+    b0, b1, b2 = p0 - p1, p2 - p1, p3 - p2
+    b1 = b1 / (np.linalg.norm(b1) + 1e-9)
+    v = b0 - (b0 @ b1) * b1
+    w = b2 - (b2 @ b1) * b1
+    return math.degrees(math.atan2(float(np.cross(b1, v) @ w), float(v @ w)))
+
+
+def iupac_names(name: str, atom_names: dict[int, str], coords: np.ndarray) -> dict[int, str]:
+    """Names of atoms the graph cannot tell apart, set by the IUPAC/wwPDB conventions: Arg NH1 cis
+    to CD; Asp OD1, Glu OE1, Phe/Tyr CD1 the atom whose side-chain torsion is within ±90°."""
+    rule = SYMMETRIC_PAIRS.get(name)
+    if not rule:
+        return atom_names
+    (n1, n2), (a, b, c), _ = rule
+    inv = {v: k for k, v in atom_names.items()}
+    if not all(x in inv for x in (n1, n2, a, b, c)):
+        return atom_names
+    t = _torsion(coords[inv[a]], coords[inv[b]], coords[inv[c]], coords[inv[n1]])
+    if abs(t) > 90.0:
+        out = dict(atom_names)
+        out[inv[n1]], out[inv[n2]] = n2, n1
+        if name in ("PHE", "TYR"):  # the ring's other pair follows CD1/CD2
+            if "CE1" in inv and "CE2" in inv:
+                out[inv["CE1"]], out[inv["CE2"]] = "CE2", "CE1"
+        return out
+    return atom_names
 
 
 def residue_graph(coords: np.ndarray, classes: Sequence[str], bonds, idx: Sequence[int]) -> nx.Graph:
@@ -217,10 +298,17 @@ def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: 
     # 1. atom names and candidate residue names from the graph
     graph_fits: dict[int, dict[str, tuple[dict[int, str], float]]] = {}
     anchors: dict[int, int | None] = {}
-    members: dict[int, list[int]] = {}
+    members = {g: [int(i) for i in np.flatnonzero(rec.residue == g)] for g in groups}
+    pocket_n = [i for i in range(len(classes)) if classes[i] == "N" and rec.residue[i] >= 0]
+    pocket_c = [i for i in range(len(classes)) if classes[i].startswith("POCKET_C")]
+    context = {}
     for g in groups:
-        idx = [int(i) for i in np.flatnonzero(rec.residue == g)]
-        members[g] = idx
+        mine = set(members[g])
+        on = [i for i in pocket_n if i not in mine]
+        oc = [i for i in pocket_c if i not in mine]
+        context[g] = (coords[on].reshape(-1, 3), coords[oc].reshape(-1, 3))
+    for g in groups:
+        idx = members[g]
         rg = residue_graph(coords, classes, rec.bonds, idx)
         comp = _composition(rg)
         fits = {}
@@ -231,7 +319,7 @@ def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: 
             tcomp = _composition(tg)
             if any(comp[e] > tcomp.get(e, 0) for e in comp):
                 continue
-            m, fit = match_template(rg, name)
+            m, fit = match_template(rg, name, coords, context.get(g))
             if m is not None:
                 fits[name] = (m, fit)
         graph_fits[g] = fits
@@ -294,7 +382,8 @@ def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: 
             m, fit = fits.get(name, (None, 0.0))
             if m is None:
                 m, fit = _best_partial(coords, classes, rec.bonds, members[g], name)
-            out[g] = ResidueIdentity(g, tuple(members[g]), name, number, ins, m or {}, fit, "question", "question")
+            m = iupac_names(name, m or {}, coords)
+            out[g] = ResidueIdentity(g, tuple(members[g]), name, number, ins, m, fit, "question", "question")
             continue
         nv = Counter({chosen[g][0]: 1.0}) if g in chosen else name_votes[g]
         name, src = _decide_name(fits, nv)
@@ -308,7 +397,8 @@ def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: 
                 nsrc = "ocr"
             except ValueError:
                 pass
-        out[g] = ResidueIdentity(g, tuple(members[g]), name, number, ins, m or {}, fit, src, nsrc,
+        m = iupac_names(name, m or {}, coords)
+        out[g] = ResidueIdentity(g, tuple(members[g]), name, number, ins, m, fit, src, nsrc,
                                  {f"{n} {num}": w for (n, num), w in votes[g].items()})
     return _peptide_numbers([out[g] for g in groups], coords)
 

@@ -53,9 +53,11 @@ MODEL_PATH = Path(__file__).resolve().parent.parent / "knowledge" / "glyph_model
 CHROMA_RADIUS = 0.11  # chroma-plane radius of a text colour's histogram peak
 ALPHA_MIN = 0.4  # a text pixel is the text colour times at least this ...
 RESIDUAL_MAX = 0.1  # ... up to this relative colour residual
-PEAK_MIN_PIXELS = 40  # a text colour needs at least this many bright pixels in the image
+PEAK_MIN_PIXELS = 15  # a text colour needs at least this many bright pixels in the image
 MIN_GLYPH_H, MAX_GLYPH_H = 5, 40  # px
 RING_DARK = 0.45  # share of a component's 1-px ring that must be dark for it to be text
+BASELINE_TOL = 1  # px: glyphs of one label share their baseline (or cap line) to within this
+MAX_ATOM_NAME = 4  # PDB atom names have at most four characters: longer words are overlapping labels
 MIN_GLYPH_CONFIDENCE = 0.3  # a ligand word with a less certain glyph is a highlight or a stick fragment
 _RESIDUE_RE = re.compile(r"^[A-Z]{3} -?\d+[A-Z]?$")
 
@@ -306,6 +308,8 @@ def _group_words(comps: list[_Comp]) -> list[list[list[_Comp]]]:
             hh = min(a.y1 - a.y0, b.y1 - b.y0)
             if ov < 0.6 * hh or abs((a.y1 - a.y0) - (b.y1 - b.y0)) > 0.35 * max(a.y1 - a.y0, b.y1 - b.y0):
                 continue
+            if abs(a.y1 - b.y1) > BASELINE_TOL and abs(a.y0 - b.y0) > BASELINE_TOL:
+                continue  # one label's glyphs share a baseline or a top: this is an overlapping neighbour
             gap = b.x0 - a.x1
             if -1 <= gap <= 1.6 * line_h:
                 ra, rb = find(i), find(j)
@@ -466,7 +470,7 @@ def _ligand_words(label: LabelRead) -> list[LabelRead]:
     """Each word of a ligand-coloured label is one atom name; unsure blobs (ball highlights) are dropped."""
     out = []
     for w in label.words:
-        if not w or len(w) > 5 or min(g.confidence for g in w) < MIN_GLYPH_CONFIDENCE:
+        if not w or len(w) > MAX_ATOM_NAME or min(g.confidence for g in w) < MIN_GLYPH_CONFIDENCE:
             continue
         box = (min(g.box[0] for g in w), min(g.box[1] for g in w), max(g.box[2] for g in w), max(g.box[3] for g in w))
         out.append(LabelRead((w,), box, label.colour, "ligand", atom_name_reading(w)[0]))
@@ -474,23 +478,26 @@ def _ligand_words(label: LabelRead) -> list[LabelRead]:
 
 
 def _assign_kinds(reads: list[LabelRead], n_colours: int) -> list[LabelRead]:
-    """A colour whose labels mostly read as three letters and a number holds residue labels; a
-    colour of short words starting with a letter holds ligand atom names; other colours
-    (highlights, stray pixels) are dropped."""
-    out = []
+    """The colour with the most labels reading as three letters and a number holds residue labels;
+    of the others, the one with the most short words starting with a letter holds ligand atom
+    names; further colours (highlights, stray pixels) are dropped."""
+    stats = []
     for ci in range(n_colours):
         mine = [r for r in reads if r.colour == ci and r.glyphs]
-        if not mine:
-            continue
         cls = [_class_string(r.glyphs) for r in mine]
-        res = sum(1 for c in cls if _RUN_RE.fullmatch(c) and "L" in c[:3])
+        res = sum(1 for r in mine for _ in _residue_runs(r))
         lig = sum(1 for r, c in zip(mine, cls) if len(r.words) == 1 and 1 <= len(c) <= 5 and c[0] in "LX")
-        if res >= max(2, 0.3 * len(mine)) and res >= lig:
-            for r in mine:
-                out.extend(_residue_runs(r))
-        elif lig >= max(1, 0.3 * len(mine)):
-            for r in mine:
-                out.extend(_ligand_words(r))
+        stats.append((ci, mine, res, lig))
+    out = []
+    res_colour = max(stats, key=lambda t: t[2], default=None)
+    if res_colour is not None and res_colour[2] >= 2:
+        for r in res_colour[1]:
+            out.extend(_residue_runs(r))
+    rest = [t for t in stats if res_colour is None or res_colour[2] < 2 or t[0] != res_colour[0]]
+    lig_colour = max(rest, key=lambda t: t[3], default=None)
+    if lig_colour is not None and lig_colour[3] >= 1:
+        for r in lig_colour[1]:
+            out.extend(_ligand_words(r))
     return out
 
 
@@ -643,8 +650,94 @@ def _training_set(n: int, seed: int, fonts: Sequence[str]) -> tuple[np.ndarray, 
     return np.array(X, np.float32), np.array(y, np.int64)
 
 
+def label_grid_scene(texts_res: Sequence[tuple[str, int]], texts_lig: Sequence[str], seed: int = 0):
+    """A scene that is only labels: residues (one CA atom each, labelled ``NAME number``) and ligand
+    atoms (labelled with their names) on a loose grid, far enough apart that labels do not touch.
+    Rendering it gives labelled text in a renderer's own font (training data for the glyph network)."""
+    from misi_agent.scene import Scene
+    from misi_agent.structure import ResidueKey
+
+    rng = np.random.default_rng(seed)
+    n_res, n_lig = len(texts_res), len(texts_lig)
+    n = n_res + n_lig
+    cols = 4
+    rows = int(math.ceil(n / cols))
+    xs = np.linspace(-11.0, 9.0, cols)
+    ys = np.linspace(13.0, -13.0, max(rows, 2))
+    coords = []
+    for k in range(n):
+        x, y = xs[k % cols] + rng.uniform(-0.8, 0.8), ys[k // cols] + rng.uniform(-0.3, 0.3)
+        coords.append((x, y, -60.0 + rng.uniform(-2, 2)))
+    coords = np.array(coords, float)
+    keys = tuple(ResidueKey("A", int(num), "", name) for name, num in texts_res)
+    return Scene(pdb_id="grid", ligand_code="LIG", coords=coords,
+                 elements=np.array(["C"] * n), atom_names=np.array(["CA"] * n_res + list(texts_lig)),
+                 is_ligand=np.array([False] * n_res + [True] * n_lig), residue=np.array(list(range(n_res)) + [-1] * n_lig),
+                 residue_keys=keys, bonds=np.zeros((0, 2), int), bond_orders=np.zeros(0, int))
+
+
+def rendered_training_set(renderer: str, n_images: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Glyph features read from label-grid scenes drawn by ``renderer`` (``raster`` or ``pymol``),
+    aligned with the known text wherever the segmentation finds exactly one glyph per character."""
+    from misi_agent.camera import Camera
+    from misi_agent.render.base import get_renderer
+
+    rng = np.random.default_rng(seed)
+    ren = get_renderer(renderer)
+    X, y = [], []
+    scenes, golds = [], []
+    for k in range(n_images):
+        res, lig = [], []
+        for _ in range(36):
+            t = _random_text(rng)
+            if " " in t:
+                name, num = t.split(" ")
+                res.append((name, int(num)))
+            else:
+                lig.append(t)
+        sc = label_grid_scene(res, lig, seed=seed + k)
+        scenes.append(sc)
+        golds.append(sc.labels())
+    images = ren.render_many(scenes, 512) if hasattr(ren, "render_many") else [ren.render(s) for s in scenes]
+    if hasattr(ren, "close"):
+        ren.close()
+    cam = Camera(512, 512)
+    model = None
+    for sc, gold, rendering in zip(scenes, golds, images):
+        rgb = as_rgb(rendering.image)
+        hsv = _hsv(rgb)
+        v = hsv[..., 2]
+        xy, _ = cam.project(np.array([p for _, p in gold]))
+        pix = rgb.astype(np.float32)
+        chroma = _chroma_of(hsv)
+        for col in text_colours(rgb, hsv, v >= 0.0):
+            sel = (np.linalg.norm(chroma - col, axis=-1) <= 0.08) & (v >= 0.85)
+            if not sel.any():
+                continue
+            alpha, mask = text_mask(pix, np.median(pix[sel], axis=0))
+            comps = _components(mask, np.where(mask, np.clip(alpha, 0, 1), 0.0), v, 0.3)
+            for words in _group_words(comps):
+                cs = [c for w in words for c in w]
+                cx = (min(c.x0 for c in cs) + max(c.x1 for c in cs)) / 2
+                cy = (min(c.y0 for c in cs) + max(c.y1 for c in cs)) / 2
+                d = np.hypot(xy[:, 0] - cx, xy[:, 1] - cy)
+                k = int(np.argmin(d))
+                chars = [ch for ch in gold[k][0] if ch != " "]
+                if d[k] > 40 or len(chars) != len(cs):
+                    continue
+                for w in words:
+                    top = min(c.y0 for c in w)
+                    big_h = [c.y1 - c.y0 for c in w if c.y1 - c.y0 >= MIN_GLYPH_H]
+                    line_h = max(big_h) if big_h else 1
+                    for c in w:
+                        ch = chars.pop(0)
+                        X.append(glyph_features(c.patch, c.y0, c.y1, top, top + line_h))
+                        y.append(ALPHABET.index(ch))
+    return np.array(X, np.float32).reshape(-1, PATCH * PATCH + N_EXTRA), np.array(y, np.int64)
+
+
 def train_glyph_model(out: Path = MODEL_PATH, n: int = 60000, seed: int = 0, fonts: Sequence[str] | None = None,
-                      epochs: int = 30) -> dict[str, float]:
+                      epochs: int = 30, rendered: Sequence[tuple[str, int]] = ()) -> dict[str, float]:
     """Train the glyph network on rendered labels and save it (numpy arrays, a few hundred kB).
 
     Deterministic for a seed (torch on CPU, one thread). Returns training and held-out accuracy.
@@ -655,6 +748,11 @@ def train_glyph_model(out: Path = MODEL_PATH, n: int = 60000, seed: int = 0, fon
     torch.set_num_threads(1)
     fonts = tuple(fonts or [f for f, _ in TRAIN_FONTS])
     X, y = _training_set(n, seed, fonts)
+    n_rendered = 0
+    for k, (renderer, n_images) in enumerate(rendered):
+        Xr, yr = rendered_training_set(renderer, n_images, seed + 100 + k)
+        n_rendered += len(yr)
+        X, y = np.concatenate([X, np.repeat(Xr, 3, axis=0)]), np.concatenate([y, np.repeat(yr, 3)])
     Xv, yv = _training_set(max(2000, n // 10), seed + 1, fonts)
     mean, std = X.mean(axis=0), X.std(axis=0) + 1e-3
     xt = torch.tensor((X - mean) / std)
@@ -686,11 +784,13 @@ def train_glyph_model(out: Path = MODEL_PATH, n: int = 60000, seed: int = 0, fon
     np.savez_compressed(tmp, **model)
     tmp.replace(out)
     load_glyph_model.cache_clear()
-    return {"n_train": int(len(y)), "train_accuracy": acc_train, "heldout_accuracy": acc_val}
+    return {"n_train": int(len(y)), "n_rendered_glyphs": n_rendered, "train_accuracy": acc_train,
+            "heldout_accuracy": acc_val}
 
 
 if __name__ == "__main__":  # python -m misi_agent.tools.label_reading --train
     import sys
 
     if "--train" in sys.argv[1:]:
-        print(train_glyph_model())
+        # the committed model: synthetic labels in eight fonts plus label grids drawn by both renderers
+        print(train_glyph_model(rendered=(("raster", 40), ("pymol", 40))))

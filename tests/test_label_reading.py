@@ -1,0 +1,95 @@
+"""Label reading on real renderings: residue labels and ligand atom names, both renderers.
+
+Gold is what the scene draws (``Scene.labels``): one ``ARG 45`` per residue at its CA and the
+atom name at every ligand atom. A label counts as read when a label of the same kind, within
+40 px of its anchor, has exactly its text. Thresholds are set below measured accuracy
+(eval/results/image_hbonds_*.md has the full figures).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from misi_agent.camera import Camera
+from misi_agent.render.raster import RasterRenderer
+from misi_agent.scene import scene_from_complex
+from misi_agent.structure import load_complex
+from misi_agent.tools.label_reading import (ALPHABET, DIGITS, LETTERS, Glyph, LabelRead, atom_name_reading, decode,
+                                            read_labels, residue_reading)
+
+DATA = Path(__file__).resolve().parent.parent / "misi_agent" / "data" / "structures"
+
+
+def _recall(scene, image, size=512, isolated_only=False):
+    labs = scene.labels()
+    n_lig = int(scene.is_ligand.sum())
+    n_res = len(labs) - n_lig
+    xy, _ = Camera(size, size).project(np.array([p for _, p in labs]))
+    read = read_labels(image)
+    out = {"residue": [0, 0], "ligand": [0, 0]}
+    for k, (text, _) in enumerate(labs):
+        kind = "residue" if k < n_res else "ligand"
+        if isolated_only:
+            d = np.abs(np.delete(xy, k, axis=0) - xy[k])
+            if ((d[:, 0] < 60) & (d[:, 1] < 16)).any():
+                continue
+        near = [lab for lab in read.of_kind(kind) if np.hypot(lab.centre[0] - xy[k][0], lab.centre[1] - xy[k][1]) < 40]
+        out[kind][0] += 1
+        out[kind][1] += any(lab.text == text for lab in near)
+    return out, read
+
+
+@pytest.fixture(scope="module")
+def complex_6yqw():
+    return load_complex(DATA / "6yqw.cif.gz", ligand="82I")
+
+
+def test_raster_labels_read(complex_6yqw):
+    tot = {"residue": [0, 0], "ligand": [0, 0]}
+    for view in ("front", "left", "top"):
+        sc = scene_from_complex(complex_6yqw, view)
+        res, read = _recall(sc, RasterRenderer().render(sc).image)
+        for k in tot:
+            tot[k][0] += res[k][0]
+            tot[k][1] += res[k][1]
+        assert read.of_kind("residue") and read.of_kind("ligand")
+    assert tot["residue"][1] / tot["residue"][0] >= 0.75, tot
+    assert tot["ligand"][1] / tot["ligand"][0] >= 0.55, tot
+
+
+def test_pymol_labels_read(complex_6yqw):
+    from misi_agent.render.pymol_backend import PyMOLRenderer
+
+    sc = scene_from_complex(complex_6yqw, "left")
+    with PyMOLRenderer() as ren:
+        image = ren.render(sc).image
+    res, read = _recall(sc, image, isolated_only=True)
+    assert res["residue"][0] >= 5
+    assert res["residue"][1] / res["residue"][0] >= 0.6, res
+
+
+def test_blank_image_has_no_labels():
+    assert read_labels(Image.new("RGB", (128, 128))).labels == ()
+
+
+def _glyph(probs: dict[str, float]) -> Glyph:
+    p = np.full(len(ALPHABET), 1e-4)
+    for ch, v in probs.items():
+        p[ALPHABET.index(ch)] = v
+    return Glyph((0, 0, 1, 1), p / p.sum())
+
+
+def test_constrained_decoding_reads_digits_in_numbers_and_elements_first():
+    # 'O' and '0' look alike: a residue number takes the digit, an atom name's element the letter
+    o_like = _glyph({"O": 0.6, "0": 0.4})
+    one = _glyph({"1": 0.9, "I": 0.1})
+    lab = LabelRead(((_glyph({"A": 1}), _glyph({"S": 1}), _glyph({"P": 1})), (one, o_like, o_like)), (0, 0, 1, 1), 0)
+    name, number, _ = residue_reading(lab)
+    assert (name, number) == ("ASP", "100")
+    assert atom_name_reading((o_like, one, _glyph({"B": 0.9, "8": 0.1})))[0] == "O1B"
+    # an element stated by the atom's colour wins over the glyphs' first guess
+    assert atom_name_reading((_glyph({"C": 0.55, "O": 0.45}), one), element="O")[0] == "O1"
+    assert decode((o_like,), [DIGITS])[0] == "0" and decode((o_like,), [LETTERS])[0] == "O"
