@@ -30,9 +30,9 @@ from scipy.spatial import cKDTree
 from misi_agent.bench import tasks as T
 from misi_agent.camera import Command, compose_rigid, format_commands
 from misi_agent.tools import geometric_tasks as G
-from misi_agent.tools.atom_detection import POCKET_CLASSES
+from misi_agent.tools.atom_detection import POCKET_CLASSES, find_balls
 from misi_agent.tools.command_search import REFINE_TOP, move_roll_pairs, moves, rank, roll_pairs, rolls, score_candidates
-from misi_agent.tools.reconstruction import Reconstruction, reconstruct
+from misi_agent.tools.reconstruction import BALL_RADIUS_A, Reconstruction, reconstruct
 from misi_agent.tools.registration import (
     FREE_ICP_TAUS,
     OK_EXPLAINED,
@@ -52,6 +52,8 @@ MAX_POINTS = 2500  # cloud points used for matching (evenly thinned beyond this)
 CLASH_A = 2.2  # Å: a ligand atom this close to a pocket point clashes
 CONTACT_A = 4.5  # Å: pocket points within this distance of a ligand atom are in contact
 HBOND_A = 3.4  # Å: ligand O/N to pocket O/N within this distance may be H-bonded
+PARTNER_MAX_A = 4.0  # Å: a named residue atom farther than this from the ligand atom is a misreading
+POCKET_CENTRE_WEIGHT = 5.0  # score per Å between the docked ligand's centre and the pocket's centre along x
 
 
 def views_of(images: Sequence[Any], names: Sequence[str] = T.VIEWS3) -> dict[str, Any]:
@@ -204,12 +206,28 @@ def solve_docking(images: Sequence[Any], pocket: Reconstruction | None = None,
     cam7 = register_free_shift(an7, psp, ViewCamera(an7.width, an7.height), POCKET_CLASSES)
     rest = unexplained(an7, psp, cam7)
     cam0 = ViewCamera(an7.width, an7.height)
-    lcam = refine_shift(rest, lsp, cam0.with_shift(moment_shift(rest, lsp, cam0)), taus=FREE_ICP_TAUS)
-    # both in image 7's camera frame
-    pocket_pts = psp.points + np.asarray(cam7.shift)
+    start = moment_shift(rest, lsp, cam0, ["LIGAND_C"] if "LIGAND_C" in lsp.names else None)  # grey: only the ligand
+    balls = [b for b in find_balls(an7) if b.color_class == "LIGAND_C"]
+    if len(balls) >= 2:  # the ligand's grey balls in image 7: their size gives its depth, their place its direction
+        depth = float(np.median([cam0.focal * BALL_RADIUS_A / b.radius for b in balls]))
+        cu = float(np.mean([b.x for b in balls])) - cam0.width / 2.0
+        cv = float(np.mean([b.y for b in balls])) - cam0.height / 2.0
+        c = lsp.center
+        start = np.array([cu * depth / cam0.focal - c[0], -cv * depth / cam0.focal - c[1], -c[2] - depth])
+    lcam = refine_shift(rest, lsp, cam0.with_shift(start), taus=FREE_ICP_TAUS)
+    # both in image 7's camera frame. The ligand's Å scale comes from its balls; the pocket alone shows no
+    # balls, so its scale is set by putting its centroid at the ligand's depth in image 7 (a bound ligand sits
+    # inside its pocket; it was moved along x only): scaling the registered pocket about the camera keeps
+    # its image and fixes its size.
     lig_atoms = ligand.coords[ligand.is_ligand] if ligand.is_ligand.any() else lsp.points
     lig_cls = ligand.classes[ligand.is_ligand] if ligand.is_ligand.any() else np.array([lsp.names[c] for c in lsp.cls])
     lig_pts = lig_atoms + np.asarray(lcam.shift)
+    pocket_pts = psp.points + np.asarray(cam7.shift)
+    depth_l = -float(lig_pts[:, 2].mean())
+    depth_p = -float(pocket_pts[:, 2].mean())
+    k_scale = depth_l / depth_p if depth_p > 1e-6 and depth_l > 1e-6 else 1.0
+    if "ball" not in pocket.scale_source:
+        pocket_pts = pocket_pts * k_scale
     centre = lig_pts.mean(axis=0)
     pnames = np.array([psp.names[c] for c in psp.cls])
     tree = cKDTree(pocket_pts)
@@ -217,12 +235,16 @@ def solve_docking(images: Sequence[Any], pocket: Reconstruction | None = None,
     polar_tree = cKDTree(pocket_pts[polar]) if polar.any() else None
     lig_polar = np.isin(lig_cls, ["O", "N"])
     shifts = [float(v) for v in T.DOCKING_SHIFT_GRID.values()]
+    pocket_centre = pocket_pts.mean(axis=0)  # a pocket is the residues around its ligand: the bound ligand is near its centre
     hyps, scores = [], []
-    for r in [None] + rolls(T.DOCKING_ROLL_GRID):
+    for r in rolls(T.DOCKING_ROLL_GRID):
         turned = lig_pts if r is None else (lig_pts - centre) @ compose_rigid([r], np.zeros(3))[0].T + centre
         for s in shifts:
             hyps.append((r, s))
-            scores.append(_pose_score(turned + np.array([s, 0.0, 0.0]), lig_polar, tree, polar_tree))
+            prior = POCKET_CENTRE_WEIGHT * abs(centre[0] + s - pocket_centre[0])
+            toward = np.sign(s) == np.sign(pocket_centre[0] - centre[0])
+            scores.append(_pose_score(turned + np.array([s, 0.0, 0.0]), lig_polar, tree, polar_tree) - prior
+                          - (0.0 if toward else 1e3))
     scores = np.array(scores)
 
     def answer_of(h) -> str:
@@ -233,7 +255,8 @@ def solve_docking(images: Sequence[Any], pocket: Reconstruction | None = None,
     ranking = rank(hyps, -scores, answer_of=answer_of, text_of=answer_of)
     rec_p = _record(an7, psp, cam7, pocket)
     fit = {"matched": rec_p.matched, "explained": rec_p.explained, "chamfer": rec_p.chamfer_px, "ok": rec_p.ok}
-    details = {"grounding": "images", "pocket_reconstruction": pocket.summary(),
+    details = {"grounding": "images", "pocket_reconstruction": pocket.summary(), "pocket_scale_factor": round(k_scale, 3),
+               "pocket_minus_ligand_x": round(float(pocket_centre[0] - centre[0]), 2),
                "ligand_reconstruction": ligand.summary(), "ligand_camera_shift": [round(float(v), 2) for v in lcam.shift]}
     return G._answer(T.DOCKING, ranking, [rec_p], [fit], details,
                      ["docked by contacts and clashes against the reconstructed pocket (no structure)"], 1.0)
@@ -247,33 +270,47 @@ def _element(atom_name: str) -> str:
     return "N" if a.startswith("N") else "O" if a.startswith("O") else a[:1]
 
 
-def find_ligand_atom(rec: Reconstruction, images: Mapping[str, Any], name: str) -> tuple[int | None, str]:
-    """Index of the reconstructed ligand atom labelled ``name`` in some view, and how it was found."""
+def find_bond_atoms(rec: Reconstruction, images: Mapping[str, Any], bond: Mapping[str, Any]
+                    ) -> tuple[int | None, int | None, str]:
+    """Reconstruction indices of the named bond's ligand atom and residue atom (None where not found).
+
+    Names come from the labels of every view, decoded under chemical constraints by
+    :mod:`misi_agent.tools.identity` (ligand atom names voted across views; residue atoms named by
+    their residue's template, residues by their labels and the peptide links).
+    """
     try:
-        from misi_agent.tools.label_reading import read_labels
+        from misi_agent.tools.identity import identify_ligand, identify_residues
+        from misi_agent.tools.image_hbonds import read_all_labels
     except ImportError:  # the label reader is not installed
-        return None, "no label reader"
-    want = str(name).strip().upper()
-    lig = np.flatnonzero(rec.is_ligand)
-    if not len(lig):
-        return None, "no ligand atoms reconstructed"
-    for view, image in images.items():
-        xy = rec.image_xy.get(view)
-        if xy is None:
-            continue
-        try:
-            labels = read_labels(image)
-        except Exception:  # a reader failure leaves the label unknown
-            continue
-        hits = [lab for lab in labels.of_kind("ligand") if lab.text.strip().upper() == want]
-        pts = xy[lig]
-        ok = np.isfinite(pts).all(axis=1)
-        if not hits or not ok.any():
-            continue
-        lab = hits[0]
-        d = np.hypot(pts[ok, 0] - lab.centre[0], pts[ok, 1] - lab.centre[1])
-        return int(lig[ok][int(np.argmin(d))]), f"label {want} read in the {view} view"
-    return None, f"label {want} not read in any view"
+        return None, None, "no label reader"
+    try:
+        labels = read_all_labels(images)
+        lig_id = identify_ligand(rec, labels)
+    except Exception as exc:  # a reader failure leaves the names unknown
+        return None, None, f"labels not read ({type(exc).__name__})"
+    want = str(bond.get("ligand_atom", "")).strip().upper()
+    hits = [k for k, n in lig_id.names.items() if str(n).upper() == want]
+    i = hits[0] if hits else None
+    j = None
+    try:
+        residues = identify_residues(rec, labels)
+    except Exception:  # residue names unknown: the partner is found by distance
+        residues = []
+    number = str(bond.get("residue_number", "")).strip()
+    atom = str(bond.get("residue_atom", "")).upper()
+    el = _element(atom)
+    for r in residues:
+        if r.name == str(bond.get("residue_name", "")).upper() and f"{r.number}{r.ins_code}" == number:
+            got = [k for k, n in r.atom_names.items() if str(n).upper() == atom]
+            if not got and i is not None:  # the residue is known but not its atom's name: its atom of the element nearest the ligand atom
+                same = [k for k in r.atoms if str(rec.classes[k]) == el]
+                got = sorted(same, key=lambda k: float(np.linalg.norm(rec.coords[k] - rec.coords[i])))[:1]
+            if got:
+                j = got[0]
+                break
+    how = (f"ligand atom {want} {'named by its label' if i is not None else 'not found among the labels'}; residue "
+           f"atom {'named by its residue template' if j is not None else 'not identified'}")
+    return i, j, how
 
 
 def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: Mapping[str, str],
@@ -297,16 +334,19 @@ def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: 
     reg = _record(an0, sp, cam, rec)
     lig_el = _element(bond.get("ligand_atom", ""))
     res_el = _element(bond.get("residue_atom", ""))
-    i, how = find_ligand_atom(rec, views, bond.get("ligand_atom", ""))
+    i, jres, how = find_bond_atoms(rec, views, bond)
     lig = np.flatnonzero(rec.is_ligand)
     cands = [i] if i is not None else [int(k) for k in lig if rec.classes[k] == lig_el] or [int(k) for k in lig]
-    pclass = np.asarray(rec.cloud_classes).astype(str)
-    pocket_pts = rec.cloud[(pclass == res_el)]
+    pocket_cloud = cloud_points(rec, max_points=10 ** 6, which="pocket")
+    pocket_pts = pocket_cloud.points[np.array([pocket_cloud.names[c] for c in pocket_cloud.cls]) == res_el] \
+        if len(pocket_cloud.points) else np.zeros((0, 3))
     moves_ = [G._net_xy(options[L]) for L in letters]
     best = None
     for k in cands:
         a = rec.coords[k]
-        if len(pocket_pts):
+        if jres is not None and np.linalg.norm(rec.coords[jres] - a) <= PARTNER_MAX_A:
+            b = rec.coords[jres]
+        elif len(pocket_pts):  # the partner: the nearest pocket point of the named element
             d, j = cKDTree(pocket_pts).query(a)
             b = pocket_pts[j]
         else:

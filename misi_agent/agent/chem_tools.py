@@ -104,6 +104,19 @@ def _records(bonds: list, all_bonds: list) -> list[dict[str, Any]]:
 def agent_tools(context: AgentContext) -> list[Tool]:
     """The chemistry tools bound to one question's context."""
 
+    def from_images(pdb_id: str, solve, **kwargs) -> dict[str, Any]:
+        """The H-bond task answered from the question's six views (image-only grounding)."""
+        try:
+            from misi_agent.tools import image_hbonds as IH
+        except ImportError:  # the image-only H-bond module is not installed
+            raise ToolError("image-only grounding is not available for this tool (no image H-bond module)") from None
+        from misi_agent.camera import VIEW_NAMES
+
+        views = {v: context.image(k + 1) for k, v in enumerate(VIEW_NAMES) if k < len(context.images)}
+        out = getattr(IH, solve)(views, **kwargs).to_dict()
+        context.used(pdb_id, "images")
+        return out
+
     def structure_info(pdb_id: str, ligand: str | None = None, ligand_atoms: list[str] | None = None,
                        residue: str | None = None, chain: str | None = None) -> dict[str, Any]:
         ref = _residue_ref(residue, chain) if residue and chain else None
@@ -118,6 +131,8 @@ def agent_tools(context: AgentContext) -> list[Tool]:
         from misi_agent.tools.hbond_format import format_residue_answer
 
         ref = _residue_ref(residue, chain)
+        if context.image_grounded(pdb_id):
+            return from_images(pdb_id, "residue_hbonds_from_images", residue=residue, chain=chain)
         cx, choice = context.complex(pdb_id, code=ligand, atom_names=ligand_atoms or (), residue=ref, shows="residue")
         key = ResidueKey(ref.chain, ref.number, ref.ins_code, ref.name)
         in_pocket = key in set(cx.residues())
@@ -136,6 +151,8 @@ def agent_tools(context: AgentContext) -> list[Tool]:
     def pocket_hbonds(pdb_id: str, ligand: str | None = None, ligand_atoms: list[str] | None = None) -> dict[str, Any]:
         from misi_agent.tools.hbond_format import format_pocket_ligand
 
+        if context.image_grounded(pdb_id):
+            return from_images(pdb_id, "pocket_hbonds_from_images")
         cx, choice = context.complex(pdb_id, code=ligand, atom_names=ligand_atoms or ())
         unique, every = engine_hbonds(cx)
         return {"ligand": {k: v for k, v in _ligand_summary(cx, choice).items() if k != "atom_names"},
