@@ -25,6 +25,7 @@ graph). This module lets each check and repair the other:
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -68,6 +69,7 @@ class ResidueIdentity:
     name_source: str  # "ocr+graph", "graph", "ocr", "none"
     number_source: str  # "ocr", "peptide", "none"
     ocr_votes: Mapping[str, float] = field(default_factory=dict)
+    completed: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)  # template atoms placed
 
     @property
     def label(self) -> str:
@@ -114,7 +116,8 @@ def recon_bonds(coords: np.ndarray, bonds: np.ndarray | None, idx: Sequence[int]
 
 @lru_cache(maxsize=64)
 def template_graph(name: str) -> nx.Graph | None:
-    """Heavy-atom graph of a residue's CCD template (OXT and hydrogens left out), nodes = atom names."""
+    """Heavy-atom graph of a residue's CCD template (hydrogens left out; OXT kept, a C-terminal residue
+    shows it), nodes = atom names."""
     from misi_agent.structure import ccd_template
 
     t = ccd_template(name)
@@ -123,8 +126,7 @@ def template_graph(name: str) -> nx.Graph | None:
     g = nx.Graph()
     names = [str(n) for n in t.atom_name]
     for n, el in zip(names, t.element):
-        if n != "OXT":
-            g.add_node(n, element=str(el).capitalize())
+        g.add_node(n, element=str(el).capitalize())
     for a, b, _ in t.bonds.as_array():
         if names[a] in g and names[b] in g:
             g.add_edge(names[a], names[b])
@@ -189,7 +191,9 @@ def match_template(rg: nx.Graph, name: str, coords: np.ndarray | None = None,
 
         # mappings that differ only by symmetric atoms score alike; keep the first of equals (stable)
         maps.sort(key=lambda mp: round(score(mp), 6))
-    return maps[0], rg.number_of_nodes() / tg.number_of_nodes()
+    best = maps[0]
+    n_core = sum(1 for n in tg.nodes if n != "OXT")
+    return best, sum(1 for v in best.values() if v != "OXT") / n_core
 
 
 SYMMETRIC_PAIRS = {  # residue: (pair, torsion reference atoms a-b-c for the first atom of the pair, rule)
@@ -199,6 +203,34 @@ SYMMETRIC_PAIRS = {  # residue: (pair, torsion reference atoms a-b-c for the fir
     "PHE": (("CD1", "CD2"), ("CA", "CB", "CG"), "chi90"),
     "TYR": (("CD1", "CD2"), ("CA", "CB", "CG"), "chi90"),
 }
+
+
+def complete_residue(name: str, atom_names: Mapping[int, str], coords: np.ndarray) -> dict[str, tuple[float, float, float]]:
+    """Template atoms missing next to matched ones, placed by superposing the CCD ideal residue on the
+    matched atoms (Kabsch, at least three). The H-bond engine skips an atom whose template neighbour
+    is missing (a truncated side chain); a reconstruction that lost one carbon should not cost the
+    polar atom beside it."""
+    from misi_agent.structure import ccd_template
+
+    t = ccd_template(name)
+    tg = template_graph(name)
+    if t is None or tg is None or len(atom_names) < 3:
+        return {}
+    tnames = [str(n) for n in t.atom_name]
+    have = {n: i for i, n in atom_names.items()}
+    missing = {nb for n in have if n in tg for nb in tg.neighbors(n) if nb not in have and nb != "OXT"}
+    if not missing:
+        return {}
+    common = [n for n in have if n in tnames]
+    if len(common) < 3:
+        return {}
+    A = np.array([t.coord[tnames.index(n)] for n in common], float)
+    B = np.array([coords[have[n]] for n in common], float)
+    ca, cb = A.mean(0), B.mean(0)
+    U, _, Vt = np.linalg.svd((A - ca).T @ (B - cb))
+    d = np.sign(np.linalg.det(U @ Vt))
+    R = U @ np.diag([1, 1, d]) @ Vt
+    return {n: tuple(map(float, (t.coord[tnames.index(n)] - ca) @ R + cb)) for n in sorted(missing) if n in tnames}
 
 
 def _torsion(p0, p1, p2, p3) -> float:
@@ -383,7 +415,8 @@ def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: 
             if m is None:
                 m, fit = _best_partial(coords, classes, rec.bonds, members[g], name)
             m = iupac_names(name, m or {}, coords)
-            out[g] = ResidueIdentity(g, tuple(members[g]), name, number, ins, m, fit, "question", "question")
+            out[g] = ResidueIdentity(g, tuple(members[g]), name, number, ins, m, fit, "question", "question",
+                                     completed=complete_residue(name, m, coords))
             continue
         nv = Counter({chosen[g][0]: 1.0}) if g in chosen else name_votes[g]
         name, src = _decide_name(fits, nv)
@@ -399,7 +432,8 @@ def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: 
                 pass
         m = iupac_names(name, m or {}, coords)
         out[g] = ResidueIdentity(g, tuple(members[g]), name, number, ins, m, fit, src, nsrc,
-                                 {f"{n} {num}": w for (n, num), w in votes[g].items()})
+                                 {f"{n} {num}": w for (n, num), w in votes[g].items()},
+                                 complete_residue(name, m, coords))
     return _peptide_numbers([out[g] for g in groups], coords)
 
 
@@ -416,19 +450,20 @@ def _decide_name(fits: Mapping[str, tuple[dict[int, str], float]], name_votes: C
     (OCR breaking ties), else OCR's alone."""
     complete = {n: f for n, (m, f) in fits.items()}
     ocr = [n for n, _ in name_votes.most_common()]
+    best = max(complete.values()) if complete else 0.0
+    for n in ocr:  # OCR's name when its template fits as well as any other
+        if n in complete and complete[n] >= max(0.6, best - 1e-9):
+            return n, "ocr+graph"
+    if complete:
+        tops = [n for n, f in complete.items() if f >= best - 1e-9]
+        if best >= 0.8:
+            for n in ocr:
+                if n in tops:
+                    return n, "ocr+graph"
+            return sorted(tops)[0], "graph"
     for n in ocr:
         if n in complete and complete[n] >= 0.6:
             return n, "ocr+graph"
-    if complete:
-        best = max(complete.values())
-        tops = [n for n, f in complete.items() if f >= best - 1e-9]
-        if len(tops) == 1 and best >= 0.8:
-            return tops[0], "graph"
-        for n in ocr:
-            if n in tops:
-                return n, "ocr+graph"
-        if best >= 0.8:
-            return sorted(tops)[0], "graph"
     if ocr:
         return ocr[0], "ocr"
     if complete:
@@ -499,7 +534,7 @@ def _peptide_numbers(res: list[ResidueIdentity], coords: np.ndarray) -> list[Res
     out = []
     for r, n, s in zip(res, nums, src):
         out.append(ResidueIdentity(r.group, r.atoms, r.name, n, r.ins_code, r.atom_names, r.graph_fit, r.name_source,
-                                   s, r.ocr_votes))
+                                   s, r.ocr_votes, r.completed))
     return out
 
 
@@ -545,6 +580,7 @@ def identify_ligand(rec, labels_by_view: Mapping[str, ImageLabels]) -> LigandIde
                 result[int(lig[a])] = all_names[b]
                 tot = sum(votes[a].values())
                 support[int(lig[a])] = float(W[a, b] / tot) if tot else 0.0
+    result = _nucleoside_primes(rec, lig, result)
     counts: Counter = Counter()
     for j, i in enumerate(lig):
         if int(i) not in result:
@@ -552,6 +588,45 @@ def identify_ligand(rec, labels_by_view: Mapping[str, ImageLabels]) -> LigandIde
             result[int(i)] = f"?{elements[j].upper()}{counts[elements[j]]}"
             support[int(i)] = 0.0
     return LigandIdentity(result, support, n_read)
+
+
+_SUGAR_NAME = re.compile(r"^[CO][1-6]$")
+
+
+def _nucleoside_primes(rec, lig: np.ndarray, names: dict[int, str]) -> dict[int, str]:
+    """The prime of sugar atom names, which small text loses first: in a ligand with a sugar ring
+    (a 5/6-ring with one O) joined to another ring (a base), the sugar's ring atoms and their
+    exocyclic C/O neighbours are named ``C1'``…``O5'`` (wwPDB convention for nucleosides and
+    nucleotide cofactors). A sugar atom read as ``C4`` becomes ``C4'`` unless that name is taken."""
+    idx = [int(i) for i in lig]
+    g = nx.Graph()
+    g.add_nodes_from(idx)
+    g.add_edges_from(recon_bonds(np.asarray(rec.coords, float), rec.bonds, idx))
+    el = {i: element_of_class(rec.classes[i]) for i in idx}
+    rings = [c for c in nx.cycle_basis(g) if len(c) in (5, 6)]
+    sugar_rings = [c for c in rings if sum(el[i] == "O" for i in c) == 1 and all(el[i] in ("C", "O") for i in c)]
+    if not sugar_rings:
+        return names
+    in_ring = {i for c in rings for i in c}
+    out = dict(names)
+    used = set(out.values())
+    for ring in sugar_rings:
+        others = in_ring - set(ring)
+        if not any(nb in others for i in ring for nb in g.neighbors(i)):
+            continue  # no base attached: a plain sugar keeps unprimed names
+        sugar = set(ring)
+        for i in ring:
+            for nb in g.neighbors(i):
+                if nb not in in_ring and el[nb] in ("C", "O"):
+                    sugar.add(nb)
+                    sugar.update(x for x in g.neighbors(nb) if x not in in_ring and el[x] == "O")
+        for i in sorted(sugar):
+            n = out.get(i)
+            if n and _SUGAR_NAME.match(n) and n + "'" not in used:
+                used.discard(n)
+                out[i] = n + "'"
+                used.add(out[i])
+    return out
 
 
 # ----------------------------------------------------------------------------- ligand chemistry
@@ -571,15 +646,17 @@ def _angles(coords: np.ndarray, i: int, nb: Sequence[int]) -> list[float]:
 
 
 def _planar_rings(mol: Chem.Mol, coords: np.ndarray) -> set[int]:
-    """Atoms in 5- or 6-membered rings that are flat (RMS distance to the best plane under 0.25 Å)."""
+    """Atoms of aromatic-looking 5/6-rings: flat (RMS distance to the best plane under 0.12 Å) with
+    short bonds (mean under 1.45 Å; saturated rings are puckered and have 1.47–1.54 Å bonds)."""
     out = set()
     for ring in mol.GetRingInfo().AtomRings():
         if len(ring) not in (5, 6):
             continue
         P = coords[list(ring)]
-        P = P - P.mean(axis=0)
-        s = np.linalg.svd(P, compute_uv=False)
-        if s[-1] / math.sqrt(len(ring)) < 0.25:
+        Q = P - P.mean(axis=0)
+        s = np.linalg.svd(Q, compute_uv=False)
+        bonds = [np.linalg.norm(P[k] - P[(k + 1) % len(ring)]) for k in range(len(ring))]
+        if s[-1] / math.sqrt(len(ring)) < 0.12 and float(np.mean(bonds)) < 1.45:
             out.update(ring)
     return out
 
@@ -587,12 +664,15 @@ def _planar_rings(mol: Chem.Mol, coords: np.ndarray) -> set[int]:
 def ligand_molecule(elements: Sequence[str], coords: np.ndarray, bonds: Sequence[tuple[int, int]]) -> tuple[Chem.Mol, str]:
     """An RDKit molecule of the ligand's heavy atoms with perceived hydrogens, bond orders and charges.
 
-    Connectivity is ``bonds``. Hydrogens per atom follow its geometry: an atom is sp2 when it lies in
-    a flat 5/6-ring or its bond angles average over 115° (sp above 165°), else sp3; a terminal O
-    bonded by less than 1.31 Å is a carbonyl/carboxylate O. The atoms left short of valence are
-    paired into double bonds by a maximum matching (a Kekulé structure); what stays unpaired becomes
-    a charge (O⁻, N⁺) or a radical-free hydrogen. Returns (mol, "perceived") or (mol, "connectivity")
-    when sanitisation fails and only single bonds are kept.
+    Connectivity is ``bonds``. Each atom's hybridisation comes from its geometry: atoms of flat
+    rings with short bonds are aromatic (sp2); a three-connected atom is sp2 when planar (angles
+    summing to over 350°); a two-connected carbon is sp above 165°, sp2 when its angle opens past
+    116° and one bond is short; an acyclic two-connected N is an imine only with a bond under
+    1.31 Å (else an NH: amide, aniline); a terminal O, S, N or C with a short bond is a double-bond
+    end. Atoms left short of valence are paired into double bonds by a maximum matching that
+    prefers short bonds (a Kekulé structure); a terminal O left unpaired on C, P or S is O⁻.
+    Returns (mol, "perceived") or (mol, "connectivity") when sanitisation fails and only single
+    bonds are kept.
     """
     n = len(elements)
     coords = np.asarray(coords, float)
@@ -605,40 +685,51 @@ def ligand_molecule(elements: Sequence[str], coords: np.ndarray, bonds: Sequence
     base = rw.GetMol()
     Chem.FastFindRings(base)
     flat = _planar_rings(base, coords)
+    ring_atoms = {i for r in base.GetRingInfo().AtomRings() for i in r}
     nb = [[x.GetIdx() for x in base.GetAtomWithIdx(i).GetNeighbors()] for i in range(n)]
+
+    def blen(i, j):
+        return float(np.linalg.norm(coords[i] - coords[j]))
+
     deficit = np.zeros(n, int)
     for i, el in enumerate(elements):
         d = len(nb[i])
         val = VALENCE.get(el, 4)
+        if el not in ("C", "N", "O", "S") or d >= val:
+            continue
         sp2 = False
         if i in flat:
             sp2 = True
-        elif d >= 2:
-            ang = _angles(coords, i, nb[i])
-            mean = float(np.mean(ang))
-            if el in ("C", "N") and d == 2 and mean > 165:
-                deficit[i] = 2 if el == "C" else 2
-                continue
-            sp2 = mean > 115.0 and d <= 3
-        elif d == 1 and el in ("O", "S", "N", "C"):
+        elif d == 3:
+            sp2 = sum(_angles(coords, i, nb[i])) > 350.0
+        elif d == 2:
+            ang = _angles(coords, i, nb[i])[0]
+            short = min(blen(i, j) for j in nb[i])
+            if el == "C":
+                if ang > 165:
+                    deficit[i] = 2
+                    continue
+                sp2 = ang > 116.0 and short < 1.42
+            elif el == "N":
+                if ang > 165:
+                    deficit[i] = 1
+                    continue
+                sp2 = short < 1.31 if i not in ring_atoms else ang > 112.0
+        elif d == 1:
             j = nb[i][0]
-            dist = float(np.linalg.norm(coords[i] - coords[j]))
             lim = {"O": 1.31, "S": 1.70, "N": 1.21, "C": 1.25}[el]
-            if dist < lim and elements[j] in ("C", "S", "P", "N"):
+            if blen(i, j) < lim and elements[j] in ("C", "S", "P", "N"):
                 sp2 = True
-            if el == "N" and dist < 1.20:
+            if el == "N" and blen(i, j) < 1.20:
                 deficit[i] = 2
                 continue
-        if sp2 and el in ("C", "N", "O", "S") and d < val:
+        if sp2:
             deficit[i] = 1
-        if el == "P" or (el == "S" and d >= 3):
-            deficit[i] = 0
-    # double bonds: maximum matching over neighbouring atoms that both lack one bond
+    # double bonds: maximum matching over neighbouring atoms that both lack one bond, short bonds first
     g = nx.Graph()
     for a, b in bonds:
         if deficit[a] > 0 and deficit[b] > 0:
-            w = 2.0 if (elements[a] == "O" or elements[b] == "O") else 1.0
-            g.add_edge(int(a), int(b), weight=w)
+            g.add_edge(int(a), int(b), weight=max(0.05, 2.0 - blen(int(a), int(b))))
     matching = nx.max_weight_matching(g, maxcardinality=True)
     for a, b in matching:
         rw.GetBondBetweenAtoms(a, b).SetBondType(Chem.BondType.DOUBLE)

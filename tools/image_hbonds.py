@@ -100,7 +100,8 @@ def parse_residue(text: str) -> tuple[str, int, str]:
 
 
 def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: LigandIdentity, *,
-                          chain: str = DEFAULT_CHAIN, pdb_id: str = "img") -> Complex:
+                          chain: str = DEFAULT_CHAIN, pdb_id: str = "img",
+                          extra: Sequence[tuple[int, str, Mapping[str, np.ndarray]]] = ()) -> Complex:
     """A :class:`Complex` of the named atoms: pocket residues in number order (atoms without a
     template name are left out, residues without a number get a placeholder 9000+), the ligand
     with its perceived bond orders. The H-bond engine then types it like any entry."""
@@ -116,6 +117,11 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
         used_numbers.add((number, r.ins_code))
         for i, name in r.atom_names.items():
             rows.append((number, r.ins_code, r.name, name, element_of_class(rec.classes[i]).upper(), coords[i]))
+        for name, xyz in r.completed.items():  # template atoms the reconstruction missed, placed by superposition
+            rows.append((number, r.ins_code, r.name, name, _template_element(r.name, name), np.array(xyz)))
+    for number, rname, atoms in extra:  # context atoms that are not pictured (phantom neighbours)
+        for name, xyz in atoms.items():
+            rows.append((number, "", rname, name, name[:1], np.asarray(xyz, float)))
     rows.sort(key=lambda t: (t[0], t[1]))
     pocket = struc.AtomArray(len(rows))
     if rows:
@@ -154,6 +160,13 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
     return Complex(pdb_id=pdb_id, ligand_code="LIG", ligand_key=ResidueKey("L", 1, "", "LIG"), pocket=pocket,
                    ligand=lig, ligand_mol=mol, bond_orders="connectivity", environment=struc.AtomArray(0),
                    source="images", notes=(f"ligand bonds {how}",))
+
+
+def _template_element(residue: str, atom: str) -> str:
+    from misi_agent.tools.identity import template_graph
+
+    g = template_graph(residue)
+    return str(g.nodes[atom]["element"]).upper() if g is not None and atom in g else atom[:1]
 
 
 def _unique_bonds(cx: Complex) -> list:
@@ -209,8 +222,9 @@ def residue_hbonds_from_images(images_by_view: Mapping[str, Any], residue: str, 
     known = {g: (name, number, ins) for g in groups}
     residues = identify_residues(rec, labels, known=known)
     ligand = identify_ligand(rec, labels)
-    cx = complex_from_identity(rec, residues, ligand, chain=chain)
-    bonds = _unique_bonds(cx)
+    extra = peptide_neighbours(residues[0], np.asarray(rec.coords, float)) if residues else []
+    cx = complex_from_identity(rec, residues, ligand, chain=chain, extra=extra)
+    bonds = [hb for hb in _unique_bonds(cx) if hb.residue_number == number and hb.insertion_code == ins]
     answer = format_residue_answer(bonds)
     named = all(not hb.ligand_atom.startswith("?") for hb in bonds)
     fit = residues[0].graph_fit if residues else 0.0
@@ -257,6 +271,48 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DE
                                      "ligand_bonds": cx.notes[0] if cx.notes else "",
                                      "reconstruction": _summary(rec),
                                      "labels_read": {v: len(l.labels) for v, l in labels.items()}})
+
+
+PHI_DEG = -90.0  # (ours) backbone torsion assumed for the unseen previous residue (between helix -60 and sheet -120)
+
+
+def _place(a: np.ndarray, b: np.ndarray, c: np.ndarray, bond: float, angle: float, torsion: float) -> np.ndarray:
+    """Atom d bonded to c with |cd| = bond, angle b-c-d and torsion a-b-c-d in degrees (NeRF)."""
+    bc = c - b
+    bc /= np.linalg.norm(bc)
+    n = np.cross(b - a, bc)
+    n /= np.linalg.norm(n)
+    m = np.cross(n, bc)
+    th, ph = np.radians(angle), np.radians(torsion)
+    d2 = np.array([-bond * np.cos(th), bond * np.sin(th) * np.cos(ph), bond * np.sin(th) * np.sin(ph)])
+    return c + d2[0] * bc + d2[1] * m + d2[2] * n
+
+
+def peptide_neighbours(res: ResidueIdentity, coords: np.ndarray) -> list[tuple[int, str, dict[str, np.ndarray]]]:
+    """The residue–ligand pictures show one residue, but its backbone is part of a chain: the H-bond
+    rules type a linked backbone N as an amide NH (hydrogen placed in the peptide plane) and a linked
+    O as an amide O, and a free one differently. So the unseen neighbours' peptide atoms are put
+    back with ideal trans-peptide geometry (previous C, O, CA at φ = :data:`PHI_DEG`; next N, CA in
+    the plane of CA, C, O); their own bonds are not reported. A C-terminal residue (OXT shown)
+    gets no next residue."""
+    if res.number is None:
+        return []
+    inv = {n: coords[i] for i, n in res.atom_names.items()}
+    inv.update({n: np.asarray(x, float) for n, x in res.completed.items()})
+    out = []
+    if all(k in inv for k in ("N", "CA", "C")):
+        N, CA, C = inv["N"], inv["CA"], inv["C"]
+        cp = _place(C, CA, N, 1.33, 121.7, PHI_DEG)
+        op = _place(CA, N, cp, 1.23, 123.0, 0.0)
+        cap = _place(CA, N, cp, 1.52, 116.2, 180.0)
+        out.append((res.number - 1, "GLY", {"CA": cap, "C": cp, "O": op}))
+        if "O" in inv and "OXT" not in inv:
+            O = inv["O"]
+            u = (O - C) / np.linalg.norm(O - C) + (CA - C) / np.linalg.norm(CA - C)
+            nn = C - 1.33 * u / np.linalg.norm(u)
+            can = _place(CA, C, nn, 1.46, 121.7, 180.0)
+            out.append((res.number + 1, "GLY", {"N": nn, "CA": can}))
+    return out
 
 
 def _single_residue(rec):
