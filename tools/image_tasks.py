@@ -25,12 +25,13 @@ from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+from scipy import ndimage
 from scipy.spatial import cKDTree
 
 from misi_agent.bench import tasks as T
 from misi_agent.camera import Command, compose_rigid, format_commands
 from misi_agent.tools import geometric_tasks as G
-from misi_agent.tools.atom_detection import POCKET_CLASSES, find_balls
+from misi_agent.tools.atom_detection import POCKET_CLASSES, as_rgb, find_balls
 from misi_agent.tools.command_search import REFINE_TOP, move_roll_pairs, moves, rank, roll_pairs, rolls, score_candidates
 from misi_agent.tools.reconstruction import BALL_RADIUS_A, Reconstruction, reconstruct
 from misi_agent.tools.registration import (
@@ -133,8 +134,98 @@ def solve_rotation(images: Sequence[Any], rec: Reconstruction | None = None) -> 
 
 
 def solve_zoom(images: Sequence[Any], rec: Reconstruction | None = None) -> SpatialAnswer:
-    """T3 from the pictures: the ``move z d`` (40..60 Å) that best predicts image 4 (d scales with the Å scale)."""
-    return _unit(T.ZOOMING, images, [[Command("move", "z", v)] for v in T.ZOOM_GRID.values()], rec)
+    """T3 from the pictures: the ``move z d`` (40..60 Å) that best predicts image 4.
+
+    The after-image fixes d relative to the camera distance (d / D) precisely, but d in Å
+    needs the Å scale. The after-image's ligand balls are drawn 2-3 times larger than in the
+    initial views, so their apparent size (measured to a fraction of a pixel,
+    :func:`subpixel_ball_radius`) gives the scale better: with the ratio ρ = d / D from the best
+    candidate (refined between neighbouring candidates), each ball matched to a reconstructed
+    ligand atom at normalised depth t gives D = f·r / (r_px · (t − ρ)); the median rescales the
+    reconstruction and the candidates are scored again.
+    """
+    images = G._check_images(images, T.ZOOMING)
+    rec = rec if rec is not None else reconstruct(views_of(images[:3]))
+    values = list(T.ZOOM_GRID.values())
+    first = _unit(T.ZOOMING, images, [[Command("move", "z", v)] for v in values], rec)
+    rho = _zoom_ratio(first, rec)
+    D = _after_ball_distance(images, rec, rho) if rho is not None else None
+    if D is None or not (0.8 * rec.distance <= D <= 1.25 * rec.distance):
+        return first
+    rescaled = replace(rec, coords=(rec.coords - rec.center) * (D / rec.distance) + np.array([0.0, 0.0, -D]),
+                       cloud=(rec.cloud - rec.center) * (D / rec.distance) + np.array([0.0, 0.0, -D]), distance=D,
+                       scale_source=rec.scale_source + "; refined by the after-image's ligand balls")
+    return _unit(T.ZOOMING, images, [[Command("move", "z", v)] for v in values], rescaled)
+
+
+def _zoom_ratio(ans: SpatialAnswer, rec: Reconstruction) -> float | None:
+    """d / D of the best zoom candidate, refined by a parabola through its neighbours' costs."""
+    try:
+        best = float(ans.answer.split()[-1])
+    except (ValueError, IndexError):
+        return None
+    costs = {float(c.text.split()[-1]): c.score for c in ans.top}
+    lo, hi = costs.get(best - 1), costs.get(best + 1)
+    if lo is not None and hi is not None:
+        den = lo - 2 * costs[best] + hi
+        if den > 1e-9:
+            best += float(np.clip(0.5 * (lo - hi) / den, -0.5, 0.5))
+    return best / rec.distance
+
+
+def subpixel_ball_radius(value: np.ndarray, x: float, y: float, r0: float, n: int = 32) -> float | None:
+    """A ball's radius (px) to a fraction of a pixel: along ``n`` rays from its centre, where the
+    brightness first falls below half of the ball's inner brightness and stays low (a ray that runs
+    into a stick, a neighbour or a label is skipped); the median over the rays that end."""
+    ang = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    s = np.arange(0.3 * r0, 1.8 * r0 + 2.0, 0.1)
+    px = x - 0.5 + np.cos(ang)[:, None] * s[None]
+    py = y - 0.5 + np.sin(ang)[:, None] * s[None]
+    prof = ndimage.map_coordinates(value, [py.ravel(), px.ravel()], order=1, mode="nearest").reshape(n, len(s))
+    thr = 0.5 * float(np.median(prof[:, (s > 0.6 * r0) & (s < 0.85 * r0)]))
+    out = []
+    for p in prof:
+        below = np.flatnonzero((p < thr) & (s > 0.5 * r0))
+        if not len(below) or below[0] == 0 or np.any(p[below[0]:below[0] + 8] > thr):
+            continue
+        j = below[0]
+        out.append(s[j - 1] + 0.1 * (p[j - 1] - thr) / (p[j - 1] - p[j] + 1e-9))
+    return float(np.median(out)) if len(out) >= n // 4 else None
+
+
+def _ball_samples(image: Any, rec: Reconstruction, rho: float) -> tuple[np.ndarray, np.ndarray]:
+    """(f·r_ball / τ, measured radius px) of the image's balls matched to reconstructed ligand atoms, where
+    τ is the atom's normalised depth after the scene came ``rho`` (× the camera distance) closer."""
+    lig = np.flatnonzero(rec.is_ligand)
+    if len(lig) < 2:
+        return np.zeros(0), np.zeros(0)
+    an = image_analysis(image)
+    balls = find_balls(an)
+    if not balls:
+        return np.zeros(0), np.zeros(0)
+    cam = ViewCamera(an.width, an.height)
+    tau = -rec.coords[lig, 2] / rec.distance - rho
+    uv, _ = cam.project(rec.coords[lig] + np.array([0.0, 0.0, rho * rec.distance]))
+    centres = np.array([[b.x, b.y] for b in balls])
+    radii = np.array([b.radius for b in balls])
+    d, k = cKDTree(centres).query(np.nan_to_num(uv, nan=-1e6))
+    k = np.minimum(k, len(radii) - 1)
+    ok = np.flatnonzero(np.isfinite(d) & (d <= 0.6 * radii[k]) & (tau > 0.05))
+    value = as_rgb(image).max(axis=2).astype(float) / 255.0
+    fine = [subpixel_ball_radius(value, balls[k[i]].x, balls[k[i]].y, balls[k[i]].radius) for i in ok]
+    sel = np.array([f is not None for f in fine], bool)
+    if not sel.any():
+        return np.zeros(0), np.zeros(0)
+    return cam.focal * BALL_RADIUS_A / tau[ok[sel]], np.array([f for f in fine if f is not None])
+
+
+def _after_ball_distance(images: Sequence[Any], rec: Reconstruction, rho: float) -> float | None:
+    """The camera distance (Å) from the zoomed image's ligand balls: the median of f·r / (r_px · τ) over the
+    balls matched to reconstructed ligand atoms (τ: the atom's normalised depth after the zoom)."""
+    x, y = _ball_samples(images[3], rec, rho)
+    if len(x) < 3:
+        return None
+    return float(np.median(x / y))
 
 
 class _Reg:
