@@ -645,9 +645,10 @@ def _angles(coords: np.ndarray, i: int, nb: Sequence[int]) -> list[float]:
     return out
 
 
-def _planar_rings(mol: Chem.Mol, coords: np.ndarray) -> set[int]:
-    """Atoms of aromatic-looking 5/6-rings: flat (RMS distance to the best plane under 0.12 Å) with
-    short bonds (mean under 1.45 Å; saturated rings are puckered and have 1.47–1.54 Å bonds)."""
+def _planar_rings(mol: Chem.Mol, coords: np.ndarray, sigma: float = 0.0) -> set[int]:
+    """Atoms of aromatic-looking 5/6-rings: flat (RMS distance to the best plane under 0.12 Å, or
+    1.2 σ for coordinates uncertain by σ Å) with short bonds (mean under 1.45 Å plus the bias of
+    noise; saturated rings are puckered and have 1.47–1.54 Å bonds)."""
     out = set()
     for ring in mol.GetRingInfo().AtomRings():
         if len(ring) not in (5, 6):
@@ -656,15 +657,17 @@ def _planar_rings(mol: Chem.Mol, coords: np.ndarray) -> set[int]:
         Q = P - P.mean(axis=0)
         s = np.linalg.svd(Q, compute_uv=False)
         bonds = [np.linalg.norm(P[k] - P[(k + 1) % len(ring)]) for k in range(len(ring))]
-        if s[-1] / math.sqrt(len(ring)) < 0.12 and float(np.mean(bonds)) < 1.45:
+        if s[-1] / math.sqrt(len(ring)) < max(0.12, 1.2 * sigma) and float(np.mean(bonds)) < 1.45 + 0.1 * sigma:
             out.update(ring)
     return out
 
 
-def ligand_molecule(elements: Sequence[str], coords: np.ndarray, bonds: Sequence[tuple[int, int]]) -> tuple[Chem.Mol, str]:
+def ligand_molecule(elements: Sequence[str], coords: np.ndarray, bonds: Sequence[tuple[int, int]],
+                    sigma: float = 0.0) -> tuple[Chem.Mol, str]:
     """An RDKit molecule of the ligand's heavy atoms with perceived hydrogens, bond orders and charges.
 
-    Connectivity is ``bonds``. Each atom's hybridisation comes from its geometry: atoms of flat
+    Connectivity is ``bonds``; ``sigma`` (Å) is the coordinates' uncertainty, which widens the
+    flatness tests. Each atom's hybridisation comes from its geometry: atoms of flat
     rings with short bonds are aromatic (sp2); a three-connected atom is sp2 when planar (angles
     summing to over 350°); a two-connected carbon is sp above 165°, sp2 when its angle opens past
     116° and one bond is short; an acyclic two-connected N is an imine only with a bond under
@@ -684,7 +687,7 @@ def ligand_molecule(elements: Sequence[str], coords: np.ndarray, bonds: Sequence
             rw.AddBond(int(a), int(b), Chem.BondType.SINGLE)
     base = rw.GetMol()
     Chem.FastFindRings(base)
-    flat = _planar_rings(base, coords)
+    flat = _planar_rings(base, coords, sigma)
     ring_atoms = {i for r in base.GetRingInfo().AtomRings() for i in r}
     nb = [[x.GetIdx() for x in base.GetAtomWithIdx(i).GetNeighbors()] for i in range(n)]
 
@@ -701,7 +704,7 @@ def ligand_molecule(elements: Sequence[str], coords: np.ndarray, bonds: Sequence
         if i in flat:
             sp2 = True
         elif d == 3:
-            sp2 = sum(_angles(coords, i, nb[i])) > 350.0
+            sp2 = sum(_angles(coords, i, nb[i])) > 350.0 - 40.0 * sigma
         elif d == 2:
             ang = _angles(coords, i, nb[i])[0]
             short = min(blen(i, j) for j in nb[i])

@@ -139,7 +139,8 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
     pos = {i: k for k, i in enumerate(lig_idx)}
     elements = [element_of_class(rec.classes[i]) for i in lig_idx]
     lbonds = [(pos[a], pos[b]) for a, b in recon_bonds(coords, rec.bonds, lig_idx)]
-    mol, how = ligand_molecule(elements, coords[lig_idx], lbonds)
+    sig = np.asarray(getattr(rec, "sigma", np.zeros(len(coords))), float)[lig_idx]
+    mol, how = ligand_molecule(elements, coords[lig_idx], lbonds, float(np.median(sig)) if len(sig) else 0.0)
     conf = Chem.Conformer(len(lig_idx))
     for k, i in enumerate(lig_idx):
         conf.SetAtomPosition(k, Point3D(*map(float, coords[i])))

@@ -490,10 +490,10 @@ def _assign_kinds(reads: list[LabelRead], n_colours: int) -> list[LabelRead]:
         stats.append((ci, mine, res, lig))
     out = []
     res_colour = max(stats, key=lambda t: t[2], default=None)
-    if res_colour is not None and res_colour[2] >= 2:
+    if res_colour is not None and res_colour[2] >= 1:
         for r in res_colour[1]:
             out.extend(_residue_runs(r))
-    rest = [t for t in stats if res_colour is None or res_colour[2] < 2 or t[0] != res_colour[0]]
+    rest = [t for t in stats if res_colour is None or res_colour[2] < 1 or t[0] != res_colour[0]]
     lig_colour = max(rest, key=lambda t: t[3], default=None)
     if lig_colour is not None and lig_colour[3] >= 1:
         for r in lig_colour[1]:
