@@ -309,6 +309,49 @@ def _soft_weights(xy: np.ndarray, box: tuple[int, int, int, int], h: float) -> n
     return w / tot if tot > 0 else w
 
 
+@dataclass(frozen=True)
+class LabelPlacement:
+    """How one picture places labels relative to their anchors, measured from the picture itself.
+
+    ``offset`` is the median vector from an anchor to its label's centre when labels sit at one fixed
+    offset (a renderer that centres text on, or just above, its atom), else None (labels placed
+    wherever there is room, so only the distance to the label's box is informative).
+    """
+
+    offset: tuple[float, float] | None
+    height: float
+
+    def weights(self, xy: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
+        if self.offset is None:
+            return _soft_weights(xy, box, self.height)
+        ok = np.isfinite(xy).all(axis=1)
+        d = np.full(len(xy), np.inf)
+        cx, cy = (box[0] + box[2]) / 2.0 - self.offset[0], (box[1] + box[3]) / 2.0 - self.offset[1]
+        d[ok] = np.hypot(xy[ok, 0] - cx, xy[ok, 1] - cy)
+        h = max(self.height, 1.0)
+        w = np.where(d <= LABEL_GATE_HEIGHTS * h, np.exp(-d / (0.5 * h)), 0.0)
+        t = w.sum()
+        return w / t if t > 0 else w
+
+
+def label_placement(labels: Sequence[LabelRead], xy: np.ndarray) -> LabelPlacement:
+    """Fixed offset or free placement (:class:`LabelPlacement`): the vectors from every label's centre
+    to its nearest anchor agree (spread under 1.3 text heights) when the offset is fixed."""
+    h = _text_height(labels)
+    pts = xy[np.isfinite(xy).all(axis=1)]
+    if len(labels) < 3 or len(pts) < 2:
+        return LabelPlacement(None, h)
+    vec = []
+    for lab in labels:
+        c = np.array(lab.centre)
+        k = int(np.argmin(np.hypot(pts[:, 0] - c[0], pts[:, 1] - c[1])))
+        vec.append(c - pts[k])
+    vec = np.array(vec)
+    m = np.median(vec, axis=0)
+    spread = float(np.median(np.hypot(*(vec - m).T)))
+    return LabelPlacement((float(m[0]), float(m[1])) if spread < 1.3 * h else None, h)
+
+
 def _text_height(labels: Sequence[LabelRead]) -> float:
     hs = [lab.box[3] - lab.box[1] for lab in labels]
     return float(np.median(hs)) if hs else 10.0
@@ -376,14 +419,14 @@ def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: 
                 sub = sub[np.isfinite(sub).all(axis=1)]
                 pts.append(sub.mean(axis=0) if len(sub) else (np.nan, np.nan))
         pts = np.array(pts, float).reshape(-1, 2)
-        h = _text_height(res_labels)
+        place = label_placement(res_labels, pts)
         for lab in res_labels:
             rr = residue_reading(lab)
             if rr is None:
                 continue
             name, number, lp = rr
             conf = math.exp(lp / max(1, len(lab.glyphs)))
-            w = _soft_weights(pts, lab.box, h)
+            w = place.weights(pts, lab.box)
             for gi in np.flatnonzero(w > 0.02):
                 votes[groups[gi]][(name, number)] += conf * float(w[gi])
                 name_votes[groups[gi]][name] += conf * float(w[gi])
@@ -556,10 +599,10 @@ def identify_ligand(rec, labels_by_view: Mapping[str, ImageLabels]) -> LigandIde
         if not names:
             continue
         xy = np.asarray(xy_all, float)[lig]
-        h = _text_height(names)
+        place = label_placement(names, xy)
         readings: dict[tuple[int, str], tuple[str, float]] = {}
         for k, lab in enumerate(names):
-            w = _soft_weights(xy, lab.box, h)
+            w = place.weights(xy, lab.box)
             for j in np.flatnonzero(w > 0.02):
                 el = elements[j]
                 key = (k, el)
