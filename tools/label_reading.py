@@ -196,6 +196,8 @@ def _chroma_of(hsv: np.ndarray) -> np.ndarray:
 def text_colours(rgb: np.ndarray, hsv: np.ndarray, unknown: np.ndarray) -> list[np.ndarray]:
     """Chroma points of candidate text colours: peaks of the chroma histogram of bright unknown pixels."""
     bright = unknown & (hsv[..., 2] >= 0.85)
+    if bright.sum() < 4 * PEAK_MIN_PIXELS:  # little text (a crop, thin strokes): dimmer pixels count too
+        bright = unknown & (hsv[..., 2] >= 0.7)
     if bright.sum() < PEAK_MIN_PIXELS:
         return []
     c = _chroma_of(hsv)[bright]
