@@ -53,6 +53,8 @@ MAX_POINTS = 2500  # cloud points used for matching (evenly thinned beyond this)
 CLASH_A = 2.2  # Å: a ligand atom this close to a pocket point clashes
 CONTACT_A = 4.5  # Å: pocket points within this distance of a ligand atom are in contact
 HBOND_A = 3.4  # Å: ligand O/N to pocket O/N within this distance may be H-bonded
+HBOND_SHELL_A = (2.3, 3.8)  # Å: where an H-bond partner of the ligand atom can be
+OPTION_MATCH_A = 1.5  # Å: an option is consistent when a partner point lies this close to where it implies
 PARTNER_MAX_A = 4.0  # Å: a named residue atom farther than this from the ligand atom is a misreading
 POCKET_CENTRE_WEIGHT = 5.0  # score per Å between the docked ligand's centre and the pocket's centre along x
 
@@ -150,7 +152,8 @@ def solve_zoom(images: Sequence[Any], rec: Reconstruction | None = None) -> Spat
     first = _unit(T.ZOOMING, images, [[Command("move", "z", v)] for v in values], rec)
     rho = _zoom_ratio(first, rec)
     D = _after_ball_distance(images, rec, rho) if rho is not None else None
-    if D is None or not (0.8 * rec.distance <= D <= 1.25 * rec.distance):
+    known = not rec.scale_source.startswith("default")  # a default scale may be far off: accept any estimate
+    if D is None or (known and not (0.8 * rec.distance <= D <= 1.25 * rec.distance)):
         return first
     rescaled = replace(rec, coords=(rec.coords - rec.center) * (D / rec.distance) + np.array([0.0, 0.0, -D]),
                        cloud=(rec.cloud - rec.center) * (D / rec.distance) + np.array([0.0, 0.0, -D]), distance=D,
@@ -448,11 +451,27 @@ def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: 
         if best is None or dist.min() < best[0].min():
             best = (dist, need, k)
     dist, need, k = best
+    method = "nearest partner"
+    if len(pocket_pts):
+        # each option implies where the partner must be seen (x, y): 2·midpoint − ligand atom; an option
+        # is consistent when a pocket point of the partner's element lies there at H-bond distance (over
+        # the candidate ligand atoms when the label was not matched)
+        cons = np.full(len(moves_), np.inf)
+        for k in cands:
+            a = rec.coords[k]
+            r = np.linalg.norm(pocket_pts - a, axis=1)
+            shell = pocket_pts[(r >= HBOND_SHELL_A[0]) & (r <= HBOND_SHELL_A[1])]
+            if len(shell):
+                cons = np.minimum(cons, [np.min(np.hypot(shell[:, 0] - (-2 * x - a[0]), shell[:, 1] - (-2 * y - a[1])))
+                                         for x, y in moves_])
+        if cons.min() <= OPTION_MATCH_A:
+            dist, method = cons, "option consistent with a partner at H-bond distance"
     ranking = rank(letters, dist)
     notes = [] if i is not None else [f"the ligand atom's label was not matched ({how}); chose among {len(cands)} "
                                       "candidate atoms: answer unsure"]
     fit = {"matched": reg.matched, "explained": reg.explained, "chamfer": reg.chamfer_px, "ok": reg.ok and i is not None}
     details = {"needed_move": f"move x {need[0]:.2f}, move y {need[1]:.2f}", "ligand_atom_found_by": how,
+               "option_chosen_by": method,
                "option_moves": {L: list(m) for L, m in zip(letters, moves_)}, **_details(rec)}
     return G._answer(T.INTERACTION_LOCATION, ranking, [reg], [fit], details, notes, G.SURE_MARGIN_A)
 

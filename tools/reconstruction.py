@@ -76,6 +76,7 @@ LIGAND_NN_BOND_A = 1.39  # Å: median nearest-neighbour distance among a ligand'
 DEFAULT_DISTANCE_A = 110.0  # Å, the camera distance assumed when nothing in the pictures has a known size
 MAX_RIDGE_POINTS = 6000  # centre-line pixels swept per source view (evenly thinned beyond this)
 RELIABLE_BALL_PX = 0.8  # mean re-projection cost (px) of a ligand atom trusted for the scale
+HALF_BOND_A = 1.0  # Å: O/N points this close to a ligand carbon point belong to the ligand
 BOND_MAX_A = 1.9  # Å: atoms closer than this are bonded
 
 
@@ -522,6 +523,27 @@ def reconstruct(images: Mapping[str, Any], *, fov_deg: float = FOV_DEG, distance
         cost = np.zeros(0)
     if not len(P) and not len(lig):
         raise ReconstructionError("no atoms could be matched across the views")
+    # --- ligand atoms the balls missed (often, where the balls are hard to tell from the sticks): grey
+    # ligand-carbon points and the O/N/other points within a half-bond of them, thinned to about one bond
+    # apart, away from the triangulated balls (spacing at a provisional scale)
+    D0 = float(distance) if distance is not None else (ball_radius_distance(views, lig)[0] or DEFAULT_DISTANCE_A)
+    lig_c = np.flatnonzero(C == "LIGAND_C")
+    extra = np.zeros(0, int)
+    cloud_is_lig = C == "LIGAND_C"
+    if len(lig_c):
+        near_c = cKDTree(P[lig_c]).query(P)[0] < (HALF_BOND_A / D0)
+        cand = np.flatnonzero(cloud_is_lig | (near_c & ~np.isin(C, list(POCKET_CLASSES))))
+        cloud_is_lig[cand] = True
+        if len(lig):
+            cand = cand[cKDTree(lig).query(P[cand])[0] > (HALF_BOND_A / D0)]
+        cand = cand[np.argsort(-support[cand], kind="stable")]
+        parts = [cand[C[cand] == k][_thin(P[cand[C[cand] == k]], ATOM_SPACING_A / D0)] for k in np.unique(C[cand])]
+        extra = np.concatenate(parts) if parts else extra
+    if len(extra):
+        lig = np.concatenate([lig, P[extra]])
+        lig_cls = np.concatenate([lig_cls, C[extra]]).astype("<U9")
+        lig_seen = np.concatenate([lig_seen, np.full(len(extra), 2)])
+        lig_cost = np.concatenate([lig_cost, cost[extra]])
     # --- scale
     notes = []
     if distance is not None:
@@ -535,7 +557,6 @@ def reconstruct(images: Mapping[str, Any], *, fov_deg: float = FOV_DEG, distance
             notes.append(source)
             D, source = DEFAULT_DISTANCE_A, f"default camera distance {DEFAULT_DISTANCE_A:g} Å (no ligand bonds seen)"
     # --- atoms: ligand balls, then pocket pseudo-atoms thinned from the cloud (away from the ligand's balls)
-    cloud_is_lig = C == "LIGAND_C"
     if len(lig) and len(P):
         dl, _ = cKDTree(lig).query(P)
         cloud_is_lig |= dl < (0.9 / D)
