@@ -69,3 +69,25 @@ def test_image_tool_output_reports_the_reconstruction(qset):
     # a call with the wrong images is a one-line tool error, not a crash
     bad = Registry(agent_tools(ctx)).call(name, {**args, "images": [1, 2]})
     assert not bad.ok and "too short" in bad.error
+
+
+def test_cli_answer_reports_the_grounding_used(qset, tmp_path, capsys):
+    import json
+    from pathlib import Path
+
+    from misi_agent.cli import main
+
+    path, qs = qset
+    q = next(q for q in qs if q.task == "rotation")
+    qfile = path.parent / Path(q.images[0]).parent / "question.json"
+    trace = tmp_path / "trace.json"
+    assert main(["answer", str(qfile), "--grounding", "images", "--json", "--trace", str(trace)]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    pdb = read_details(q.question).pdb_id.upper()
+    assert out["answer"] == q.answer and out["grounding_used"] == {pdb: "images"}
+    saved = json.loads(trace.read_text())
+    assert saved["grounding"] == "images" and saved["grounding_used"] == {pdb: "images"}
+    # auto finds the embedded fixture, so it uses the structure and says so
+    assert main(["answer", str(qfile), "--grounding", "auto", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["grounding_used"] == {pdb: "structure"}

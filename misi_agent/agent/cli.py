@@ -39,7 +39,9 @@ def _add_common(p: argparse.ArgumentParser, trace_help: str) -> None:
                         "fixtures are always searched last)")
     p.add_argument("--allow-download", action="store_true", help="download unknown entries from the RCSB")
     p.add_argument("--grounding", choices=GROUNDING_CHOICES, default="structure",
-                   help="where 3D knowledge comes from (default: structure)")
+                   help="where 3D knowledge comes from: the entry's structure, a reconstruction from the question's "
+                        "images, or auto (the structure when the store has it, else the images; the trace's "
+                        "grounding_used says which) (default: structure)")
     p.add_argument("--max-turns", type=int, default=None, help="hard limit on planner turns (default 8)")
     p.add_argument("--min-pixels", type=int, default=None, help="transformers: min pixels per image")
     p.add_argument("--max-pixels", type=int, default=None, help="transformers: max pixels per image")
@@ -120,7 +122,8 @@ def cmd_answer(args) -> int:
     if args.json:
         print(json.dumps({"id": question.id, "task": question.task, "answer": result.answer or None,
                           "error": result.error, "turns": result.trace.turns,
-                          "planner": result.trace.planner, "tool_calls": _calls_summary(result)}, ensure_ascii=False))
+                          "planner": result.trace.planner, "grounding_used": result.trace.grounding_used,
+                          "tool_calls": _calls_summary(result)}, ensure_ascii=False))
     elif result.answer:
         print(result.answer)
     if not result.answer:
