@@ -5,8 +5,9 @@ centroid of the displayed atoms, which sits on the line of sight at one distance
 all views, seen by a pinhole camera with a 30° horizontal field of view. So the cameras of
 all views are known up to that one distance, and because a scene scaled by λ about the
 camera and seen from λ·D looks the same, the geometry is first solved in *normalised*
-units (``D = 1``) and the Å scale comes last, from what has a known size in Å: the ligand's
-bonds (:func:`estimate_distance`).
+units (``D = 1``) and the Å scale comes last, from what has a known size in Å: the apparent
+radius of the ligand's balls (:func:`ball_radius_distance`, about ±3 % on 20 raster test
+complexes), else the ligand's bond lengths (:func:`estimate_distance`), else a default.
 
 Method, for every view in turn as the *source* (plane sweep along each pixel's ray):
 
@@ -26,7 +27,9 @@ Method, for every view in turn as the *source* (plane sweep along each pixel's r
 
 Ligand atoms are balls (:func:`misi_agent.tools.atom_detection.find_balls`): each ball is
 swept the same way against the other views' balls of its class, and the triangulations
-from different source views are merged. Pocket atoms are not drawn as balls; the fused
+from different source views are merged; ligand atoms whose balls were not detected come
+from the grey ligand-carbon points (and the O/N points bonded to them), thinned to about one
+bond apart. Pocket atoms are not drawn as balls; the fused
 centre-line points of each class are thinned to pseudo-atoms about one bond apart, grouped
 into residues by their carbon colour and connectivity.
 
