@@ -610,7 +610,8 @@ def identify_ligand(rec, labels_by_view: Mapping[str, ImageLabels]) -> LigandIde
                     readings[key] = atom_name_reading(lab.glyphs, el.upper() if el != "X" else None)
                 name, lp = readings[key]
                 if name:
-                    votes[j][name] += float(w[j]) * math.exp(lp / max(1, len(lab.glyphs)))
+                    # a longer reading is less likely a fragment of overlapping labels
+                    votes[j][name] += float(w[j]) * math.exp(lp / max(1, len(lab.glyphs))) * math.sqrt(len(lab.glyphs))
     # unique names: an assignment atoms x names maximising the votes
     all_names = sorted({n for v in votes for n in v})
     result: dict[int, str] = {}

@@ -39,6 +39,7 @@ from misi_agent.tools.identity import (LigandIdentity, ResidueIdentity, element_
 from misi_agent.tools.label_reading import ImageLabels, read_labels
 
 DEFAULT_CHAIN = "A"  # (ours) chain of every residue in image-only pocket–ligand answers
+UNKNOWN_NUMBER = 100000  # residues whose number was not read are numbered from here (never written in an answer)
 HBOND_MODE = "relaxed"
 _RESIDUE_RE = re.compile(r"^\s*([A-Za-z]{3})\s*(-?\d+)([A-Za-z]?)\s*$")
 
@@ -103,7 +104,7 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
                           chain: str = DEFAULT_CHAIN, pdb_id: str = "img",
                           extra: Sequence[tuple[int, str, Mapping[str, np.ndarray]]] = ()) -> Complex:
     """A :class:`Complex` of the named atoms: pocket residues in number order (atoms without a
-    template name are left out, residues without a number get a placeholder 9000+), the ligand
+    template name are left out, residues without a number get a placeholder from UNKNOWN_NUMBER), the ligand
     with its perceived bond orders. The H-bond engine then types it like any entry."""
     coords = np.asarray(rec.coords, float)
     rows = []  # (number, ins, name, atom name, element, xyz)
@@ -111,9 +112,9 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
     for r in residues:
         if not r.atom_names:
             continue
-        number = r.number if r.number is not None else 9000 + r.group
+        number = r.number if r.number is not None else UNKNOWN_NUMBER + r.group
         while (number, r.ins_code) in used_numbers:
-            number += 10000
+            number += UNKNOWN_NUMBER
         used_numbers.add((number, r.ins_code))
         for i, name in r.atom_names.items():
             rows.append((number, r.ins_code, r.name, name, element_of_class(rec.classes[i]).upper(), coords[i]))
@@ -185,6 +186,11 @@ def _unique_bonds(cx: Complex) -> list:
     return out
 
 
+def _unnamed(hb) -> bool:
+    """A bond the answer cannot name: its ligand atom's label or its residue's number was not read."""
+    return hb.ligand_atom.startswith("?") or hb.residue_number >= UNKNOWN_NUMBER
+
+
 def _bond_dict(hb) -> dict[str, Any]:
     return {"residue": f"{hb.residue_name} {hb.residue_number}{hb.insertion_code}", "chain": hb.chain,
             "protein_atom": hb.protein_atom, "ligand_atom": hb.ligand_atom, "donor": hb.donor,
@@ -226,12 +232,14 @@ def residue_hbonds_from_images(images_by_view: Mapping[str, Any], residue: str, 
     extra = peptide_neighbours(residues[0], np.asarray(rec.coords, float)) if residues else []
     cx = complex_from_identity(rec, residues, ligand, chain=chain, extra=extra)
     bonds = [hb for hb in _unique_bonds(cx) if hb.residue_number == number and hb.insertion_code == ins]
-    answer = format_residue_answer(bonds)
-    named = all(not hb.ligand_atom.startswith("?") for hb in bonds)
+    unnamed = [hb for hb in bonds if _unnamed(hb)]
+    answer = format_residue_answer([hb for hb in bonds if not _unnamed(hb)])
+    named = not unnamed
     fit = residues[0].graph_fit if residues else 0.0
     notes = []
     if not named:
-        notes.append("a bonded ligand atom's name label was not read")
+        notes.append(f"{len(unnamed)} bond(s) to a ligand atom whose name label was not read: found, listed in "
+                     f"'bonds', left out of the answer (it cannot name them)")
     if fit < 1.0:
         notes.append(f"the residue's reconstructed atoms fit its template only partly ({fit:.2f})")
     return ImageHBondAnswer("residue_ligand_interaction", answer, tuple(_bond_dict(hb) for hb in bonds),
@@ -259,9 +267,10 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DE
     ligand = identify_ligand(rec, labels)
     cx = complex_from_identity(rec, residues, ligand, chain=chain)
     bonds = _unique_bonds(cx)
-    answer = format_pocket_ligand(bonds) or "None"
-    unsure = [hb for hb in bonds if hb.ligand_atom.startswith("?") or hb.residue_number >= 9000]
-    notes = [f"{len(unsure)} bond(s) involve an atom or residue whose label was not read"] if unsure else []
+    unsure = [hb for hb in bonds if _unnamed(hb)]
+    answer = format_pocket_ligand([hb for hb in bonds if not _unnamed(hb)]) or "None"
+    notes = [f"{len(unsure)} bond(s) involve an atom or residue whose label was not read: found, listed in 'bonds', "
+             f"left out of the answer (it cannot name them)"] if unsure else []
     notes.append(f"chain not drawn in the pictures: {chain} assumed")
     by_group = {r.group: r for r in residues}
     bonded = sorted({f"{hb.residue_name} {hb.residue_number}{hb.insertion_code}" for hb in bonds})
