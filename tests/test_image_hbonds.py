@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from misi_agent.bench.answers import BondItem
 from misi_agent.bench.scoring import list_share
 from misi_agent.bench.task_hbonds import complex_hbonds, contact_residues, residue_key_of
 from misi_agent.camera import VIEW_NAMES

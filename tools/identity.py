@@ -9,14 +9,16 @@ graph). This module lets each check and repair the other:
   (networkx monomorphism: a template atom may be missing, never an extra one). The template that
   fits decides the residue name when OCR and graph disagree; OCR decides between templates the
   graph cannot tell apart.
-* **Residue numbers** come from the ``ARG 45`` labels, each anchored at its residue's CA: a label
-  votes for the residue whose CA (or centroid) is nearest in that view, and the six views vote
-  together. Residues joined by a peptide bond (C–N ≈ 1.33 Å) have consecutive numbers, which fills
-  in or corrects numbers OCR missed.
-* **Ligand atom names** come from the name labels placed next to each ligand atom: per view the
-  labels are assigned to atoms by distance (Hungarian), each read again under the constraint that
-  the name starts with the atom's element (colour), and the views vote; a final assignment makes
-  names unique.
+* **Residue numbers** come from the ``ARG 45`` labels, each anchored at its residue's CA: in every
+  view a label gives evidence to the residues near it (weights falling with the distance to its
+  box, or to its centre at the picture's measured label offset, :func:`label_placement`), the six
+  views add up, and one global assignment gives each label text to one residue, a text whose
+  residue name the residue's graph cannot be counting for little. Residues joined by a peptide
+  bond (C–N ≈ 1.33 Å) have consecutive numbers, which fills in or corrects numbers OCR missed.
+* **Ligand atom names** come from the name labels placed next to each ligand atom: each label is
+  read again under the constraint that the name starts with the nearby atom's element (colour),
+  gives evidence to the atoms near it in the same way, the views add up, and one assignment makes
+  names unique; sugar primes lost by small text are restored in nucleotides.
 * **Ligand bonds and bond orders** are perceived with RDKit from the reconstructed coordinates and
   elements (:func:`ligand_molecule`): hydrogens from each atom's geometry (hybridisation from bond
   angles and planarity), double bonds by a maximum matching over the atoms short of valence (the
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
@@ -285,18 +287,6 @@ def _box_distance(xy: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
     return np.hypot(dx, dy)
 
 
-def _assign_labels(labels: Sequence[LabelRead], xy: np.ndarray, gate_px: float) -> list[tuple[int, int, float]]:
-    """(label k, point i, distance) pairs of a one-to-one assignment of labels to points by box distance."""
-    ok = np.flatnonzero(np.isfinite(xy).all(axis=1))
-    if not labels or ok.size == 0:
-        return []
-    cost = np.stack([_box_distance(xy[ok], lab.box) for lab in labels])  # (L, n_ok)
-    big = 1e6
-    c = np.where(cost <= gate_px, cost, big)
-    r, k = linear_sum_assignment(c)
-    return [(int(a), int(ok[b]), float(cost[a, b])) for a, b in zip(r, k) if c[a, b] < big]
-
-
 def _soft_weights(xy: np.ndarray, box: tuple[int, int, int, int], h: float) -> np.ndarray:
     """How much a label belongs to each point: exp(−d/h) over the points' box distances d (points
     farther than LABEL_GATE_HEIGHTS·h get nothing), normalised over the points."""
@@ -372,7 +362,6 @@ def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: 
     groups = sorted(int(g) for g in np.unique(rec.residue) if g >= 0)
     # 1. atom names and candidate residue names from the graph
     graph_fits: dict[int, dict[str, tuple[dict[int, str], float]]] = {}
-    anchors: dict[int, int | None] = {}
     members = {g: [int(i) for i in np.flatnonzero(rec.residue == g)] for g in groups}
     pocket_n = [i for i in range(len(classes)) if classes[i] == "N" and rec.residue[i] >= 0]
     pocket_c = [i for i in range(len(classes)) if classes[i].startswith("POCKET_C")]
@@ -398,7 +387,6 @@ def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: 
             if m is not None:
                 fits[name] = (m, fit)
         graph_fits[g] = fits
-        anchors[g] = None
     # 2. OCR votes: per view, residue labels to residue anchors (CA when a fit names one, else the centroid)
     votes: dict[int, Counter] = {g: Counter() for g in groups}
     name_votes: dict[int, Counter] = {g: Counter() for g in groups}

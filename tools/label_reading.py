@@ -59,7 +59,6 @@ RING_DARK = 0.45  # share of a component's 1-px ring that must be dark for it to
 BASELINE_TOL = 1  # px: glyphs of one label share their baseline (or cap line) to within this
 MAX_ATOM_NAME = 4  # PDB atom names have at most four characters: longer words are overlapping labels
 MIN_GLYPH_CONFIDENCE = 0.3  # a ligand word with a less certain glyph is a highlight or a stick fragment
-_RESIDUE_RE = re.compile(r"^[A-Z]{3} -?\d+[A-Z]?$")
 
 
 class LabelReadingError(ValueError):
