@@ -361,6 +361,42 @@ def report(res: dict, renderer: str, set_dir: Path, noise: float, arms: list[str
     return "\n".join(lines) + "\n"
 
 
+def plot_results(out: Path) -> Path | None:
+    """Grouped bars of T4 and T9 composite scores per arm, one panel per renderer with results in ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    found = [(r, json.loads((out / f"image_hbonds_{r}.json").read_text())) for r in ("raster", "pymol")
+             if (out / f"image_hbonds_{r}.json").is_file()]
+    if not found:
+        return None
+    fig, axes = plt.subplots(1, len(found), figsize=(5.5 * len(found), 3.6), squeeze=False)
+    for ax, (renderer, res) in zip(axes[0], found):
+        rows = res["rows"]
+        arms = [k for k in rows[0] if k.startswith("oracle") or k == "images"]
+        tasks = [("residue_ligand_interaction", "T4 residue-ligand"), ("pocket_ligand_interaction", "T9 pocket-ligand")]
+        width = 0.8 / max(1, len(arms))
+        for a, arm in enumerate(arms):
+            vals = [100 * np.mean([r[arm]["score"] for r in rows if r["task"] == t and arm in r] or [0]) for t, _ in tasks]
+            ax.bar(np.arange(len(tasks)) + a * width, vals, width, label=arm)
+        ax.axhline(80, color="grey", lw=0.8, ls="--")
+        ax.axhline(50, color="grey", lw=0.8, ls=":")
+        ax.set_xticks(np.arange(len(tasks)) + width * (len(arms) - 1) / 2, [t for _, t in tasks])
+        ax.set_ylim(0, 105)
+        ax.set_ylabel("composite score")
+        ax.set_title(f"{renderer} (dashed: T4 bar 80, dotted: T9 bar 50)", fontsize=9)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out / "image_hbonds.png"
+    tmp = out / "image_hbonds.part.png"
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", required=True, type=Path)
@@ -385,6 +421,7 @@ def main(argv=None) -> int:
     tmpj = stem.with_suffix(".json.part")
     tmpj.write_text(json.dumps(res, indent=1, default=str))
     tmpj.replace(stem.with_suffix(".json"))
+    plot_results(a.out)
     print(md)
     return 0
 
