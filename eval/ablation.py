@@ -1024,10 +1024,16 @@ def run(cfg: AblationConfig, *, arms: list[str] | None = None, sets: list[str] |
                     all_status[s.name][arm.name] = run_arm(runner, s.name, qpath, qs, out_dir, progress, max_items)
                 finally:
                     runner.close()
+        # the tables cover every configured arm with predictions on disk, not only the arms run now
+        # (adding one arm to a finished ablation must not drop the others from its tables)
         for s in chosen_sets:
             qpath, _ = qsets[s.name]
             qs = read_questions(qpath, validate=False)
-            set_arms = [a for a in chosen_arms if not a.sets or s.name in a.sets]
+            set_arms = [a for a in cfg.arms if not a.sets or s.name in a.sets]
+            for arm in set_arms:
+                if arm.name not in all_status[s.name]:
+                    sp = cfg.results_dir / s.name / arm.name / "status.json"
+                    all_status[s.name][arm.name] = json.loads(sp.read_text()) if sp.is_file() else {"status": "not run"}
             summaries = {}
             for arm in set_arms:
                 if all_status[s.name].get(arm.name, {}).get("status") == NOT_AVAILABLE_MARK:
@@ -1072,12 +1078,22 @@ def run(cfg: AblationConfig, *, arms: list[str] | None = None, sets: list[str] |
             }
             if progress:
                 print(md)
-        report["models"] = training_reports(cfg, chosen_arms)
+        previous = cfg.results_dir / "results.json"  # sets not chosen this time keep their last results
+        if previous.is_file():
+            try:
+                old_sets = json.loads(previous.read_text()).get("sets", {})
+            except ValueError:
+                old_sets = {}
+            for name, val in old_sets.items():
+                if name not in report["sets"] and name in cfg.sets:
+                    report["sets"][name] = val
+        report["models"] = training_reports(cfg, cfg.arms)
         report["cache"] = cache.stats() if cache else None
         report["seconds"] = round(time.perf_counter() - t_start, 1)
         write_text_atomic(cfg.results_dir / "results.json", _rel(json.dumps(report, indent=2, default=str)) + "\n")
         write_text_atomic(cfg.results_dir / "commands.md", commands_text(cfg, config_path or cfg.source))
-        md_all = "\n".join((cfg.results_dir / s.name / "table.md").read_text() for s in chosen_sets)
+        md_all = "\n".join((cfg.results_dir / s.name / "table.md").read_text() for s in cfg.sets.values()
+                            if (cfg.results_dir / s.name / "table.md").is_file())
         write_text_atomic(cfg.results_dir / "tables.md", f"# Ablation `{cfg.name}`\n\n" + md_all)
     finally:
         if cache is not None:

@@ -164,6 +164,10 @@ def test_second_run_resumes_and_hits_the_cache(first_run, qset, models, tmp_path
     # a second run over finished arms answers nothing again
     rep = A.run(cfg, arms=["router", "vlm_tools"], progress=False, fingerprint=PIN)
     assert all(rep["sets"]["fixtures"]["arms"][a]["status"]["answered_now"] == 0 for a in ("router", "vlm_tools"))
+    # running some arms again keeps every other arm's scores in the report and the tables
+    assert all("scores" in rep["sets"]["fixtures"]["arms"][a["name"]] for a in ARMS)
+    table = (cfg.results_dir / "fixtures" / "table.md").read_text()
+    assert all(f"| **{a['name']}** |" in table for a in ARMS)
     # the same calls in a fresh results folder come from the cache: no model step, no tool call is recomputed
     cache_before = CallCache(cfg.cache)
     n_entries = cache_before.count()
