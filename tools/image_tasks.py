@@ -302,6 +302,20 @@ def solve_docking(images: Sequence[Any], pocket: Reconstruction | None = None,
     cam0 = ViewCamera(an7.width, an7.height)
     start = moment_shift(rest, lsp, cam0, ["LIGAND_C"] if "LIGAND_C" in lsp.names else None)  # grey: only the ligand
     balls = [b for b in find_balls(an7) if b.color_class == "LIGAND_C"]
+    ys, xs = np.nonzero(an7.pixels.mask("LIGAND_C")) if hasattr(an7, "pixels") else (np.zeros(0), np.zeros(0))
+    grey = lsp.points[np.array([lsp.names[c] for c in lsp.cls]) == "LIGAND_C"]
+    if len(balls) < 2 and len(xs) >= 10 and len(grey) >= 3:
+        # no balls seen in image 7: the grey (ligand-carbon) pixels' centroid gives the ligand's direction and
+        # their spread, against the spread of its grey points at a reference depth, its depth
+        pix = np.column_stack([xs + 0.5, ys + 0.5])
+        c = lsp.center
+        ref = cam0.with_shift((-c[0], -c[1], -c[2] - 50.0))
+        uv, _ = ref.project(grey)
+        spread_pred = np.sqrt(((uv - uv.mean(0)) ** 2).sum(1).mean())
+        spread_img = np.sqrt(((pix - pix.mean(0)) ** 2).sum(1).mean())
+        depth = 50.0 * spread_pred / max(spread_img, 1e-6)
+        cu, cv = pix.mean(0) - np.array([cam0.width / 2.0, cam0.height / 2.0])
+        start = np.array([cu * depth / cam0.focal - c[0], -cv * depth / cam0.focal - c[1], -c[2] - depth])
     if len(balls) >= 2:  # the ligand's grey balls in image 7: their size gives its depth, their place its direction
         depth = float(np.median([cam0.focal * BALL_RADIUS_A / b.radius for b in balls]))
         cu = float(np.mean([b.x for b in balls])) - cam0.width / 2.0
