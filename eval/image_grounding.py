@@ -164,6 +164,19 @@ def summarise_recon(recs: list[dict]) -> dict:
     return out
 
 
+def _generation_line(qpath: Path) -> str:
+    """How the question set was generated (from its generation.json), so the run can be repeated."""
+    gen = qpath.parent / "generation.json"
+    try:
+        g = json.loads(gen.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "Generation parameters: not recorded."
+    return (f"Generated with `misi-agent bench generate --structures {g.get('structures')} --tasks "
+            f"{','.join(g.get('tasks', []))} --per-task {g.get('per_task')} --split {g.get('split')} --renderer "
+            f"{g.get('renderer')} --seed {g.get('seed')} --size {g.get('size')}` (this run: the first items per task "
+            "up to the --limit).")
+
+
 def write_markdown(path: Path, label: str, source: str, summary: dict, rsum: dict, records: list[dict]) -> None:
     f = lambda d, k, nd=2: "–" if not d or d.get(k) is None else f"{d[k]['median']:.{nd}f} ({d[k]['p10']:.{nd}f}–{d[k]['p90']:.{nd}f})"  # noqa: E731
     lines = [f"# Image-only grounding on {label} images", "",
@@ -171,7 +184,7 @@ def write_markdown(path: Path, label: str, source: str, summary: dict, rsum: dic
              "reconstruction of the question's own views (`tools/reconstruction.py`, solvers in "
              "`tools/image_tasks.py`), called as the router calls the spatial tools with `--grounding images`. "
              "Gold answers and metadata are read only by this script, to score and to load the true structures "
-             "for the reconstruction figures.", "",
+             "for the reconstruction figures.", "", _generation_line(Path(source)), "",
              "## Reconstruction quality (three canonical views of each complex)", "",
              f"{rsum.get('n', 0)} complexes. Median (10th–90th percentile).", "",
              "| measure | value |", "|---|---|",
@@ -199,6 +212,48 @@ def write_markdown(path: Path, label: str, source: str, summary: dict, rsum: dic
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def combined_report(out: Path) -> None:
+    """image_grounding.md and image_grounding.png: every image_grounding_<label>.json in ``out`` side by side."""
+    runs = {}
+    for p in sorted(out.glob("image_grounding_*.json")):
+        data = json.loads(p.read_text(encoding="utf-8"))
+        runs[data["label"]] = data
+    if not runs:
+        return
+    labels = list(runs)
+    lines = ["# Image-only grounding: composite scores per task and renderer", "",
+             "Tools answer from reconstructions of the question's views (no structure file); see the per-renderer "
+             "files for reconstruction quality and failures.", "",
+             "| task | target | " + " | ".join(labels) + " |", "|---|---|" + "---|" * len(labels)]
+    for task in GEOMETRIC:
+        cells = []
+        for lab in labels:
+            s = runs[lab]["summary"].get(task)
+            cells.append("–" if s is None else f"{s['composite']:.2f} (n={s['n']})")
+        lines.append(f"| {task} | ≥{TARGETS[task]} | " + " | ".join(cells) + " |")
+    (out / "image_grounding.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    x = np.arange(len(GEOMETRIC))
+    width = 0.8 / len(labels)
+    for k, lab in enumerate(labels):
+        vals = [runs[lab]["summary"].get(t, {}).get("composite", np.nan) for t in GEOMETRIC]
+        ax.bar(x + (k - (len(labels) - 1) / 2) * width, vals, width, label=lab)
+    ax.scatter(x, [TARGETS[t] for t in GEOMETRIC], marker="_", s=400, color="black", label="target", zorder=3)
+    ax.set_xticks(x, [T.COLUMN_LABELS[t] for t in GEOMETRIC])
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("composite score")
+    ax.legend(loc="lower left", fontsize=8)
+    ax.set_title("Geometric tools with image-only grounding (reconstruction, no structure)")
+    fig.tight_layout()
+    fig.savefig(out / "image_grounding.png", dpi=120)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("questions", help="questions.jsonl from 'misi-agent bench generate'")
@@ -206,7 +261,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(REPO / "eval" / "results"))
     ap.add_argument("--limit", type=int, default=None, help="at most this many questions per task")
     ap.add_argument("--recon-limit", type=int, default=30, help="at most this many complexes for the reconstruction figures")
+    ap.add_argument("--redraw", action="store_true", help="only rewrite image_grounding.md/.png from the saved results")
     args = ap.parse_args(argv)
+    if args.redraw:
+        for p in sorted(Path(args.out).glob("image_grounding_*.json")):
+            d = json.loads(p.read_text(encoding="utf-8"))
+            write_markdown(p.with_suffix(".md"), d["label"], d["questions"], d["summary"], d["reconstruction"], d["items"])
+        combined_report(Path(args.out))
+        return 0
     qpath = Path(args.questions)
     questions = [q for q in read_questions(qpath) if q.task in GEOMETRIC]
     if args.limit:
@@ -252,6 +314,7 @@ def main(argv=None) -> int:
     tmp.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
     tmp.replace(jpath)
     write_markdown(out / f"image_grounding_{args.label}.md", args.label, str(qpath), summary, rsum, records)
+    combined_report(out)
     print(json.dumps({k: (v["median"] if isinstance(v, dict) else v) for k, v in rsum.items()}, default=str))
     for task, s in summary.items():
         print(f"{task:22s} n={s['n']:3d} composite {s['composite']:6.2f} exact {s['exact']:5.1f} (target ≥{s['target']}) "
