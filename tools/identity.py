@@ -42,6 +42,7 @@ from misi_agent.tools.label_reading import ImageLabels, LabelRead, atom_name_rea
 
 PEPTIDE_CN = (1.1, 1.65)  # Å: a C–N distance in this range between two residues is a peptide bond
 BOND_MAX = 1.95  # Å: heavy atoms closer than this are bonded when the reconstruction gives no bonds
+CROWDED_WEIGHT = 0.05  # evidence from a label that likely overlaps a neighbour's counts this much
 LABEL_GATE_HEIGHTS = 6.0  # a label farther than this many text heights from an atom does not vote for it
 CLASS_ELEMENT = {"O": "O", "N": "N", "LIGAND_C": "C", "POCKET_C0": "C", "POCKET_C1": "C", "S": "S", "P": "P",
                  "F": "F", "CL": "Cl", "BR": "Br", "I": "I", "B": "B", "SE": "Se", "FE": "Fe", "ZN": "Zn", "MG": "Mg"}
@@ -324,6 +325,24 @@ class LabelPlacement:
         return w / t if t > 0 else w
 
 
+    def crowded(self, xy: np.ndarray, n_chars: float) -> np.ndarray:
+        """Anchors whose label, at the measured fixed offset, would overlap another anchor's label
+        (about ``n_chars`` characters of 0.75 text heights wide): their readings are likely merged
+        with a neighbour's. Always False under free placement (labels go where there is room)."""
+        out = np.zeros(len(xy), bool)
+        ok = np.isfinite(xy).all(axis=1)
+        if self.offset is None or ok.sum() < 2:
+            return out
+        w = 0.75 * self.height * n_chars
+        P = xy[ok]
+        dx = np.abs(P[:, None, 0] - P[None, :, 0]) < w
+        dy = np.abs(P[:, None, 1] - P[None, :, 1]) < self.height
+        m = dx & dy
+        np.fill_diagonal(m, False)
+        out[np.flatnonzero(ok)] = m.any(axis=1)
+        return out
+
+
 def label_placement(labels: Sequence[LabelRead], xy: np.ndarray) -> LabelPlacement:
     """Fixed offset or free placement (:class:`LabelPlacement`): the vectors from every label's centre
     to its nearest anchor agree (spread under 1.3 text heights) when the offset is fixed."""
@@ -408,13 +427,14 @@ def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: 
                 pts.append(sub.mean(axis=0) if len(sub) else (np.nan, np.nan))
         pts = np.array(pts, float).reshape(-1, 2)
         place = label_placement(res_labels, pts)
+        trust = np.where(place.crowded(pts, 6.0), CROWDED_WEIGHT, 1.0)
         for lab in res_labels:
             rr = residue_reading(lab)
             if rr is None:
                 continue
             name, number, lp = rr
             conf = math.exp(lp / max(1, len(lab.glyphs)))
-            w = place.weights(pts, lab.box)
+            w = place.weights(pts, lab.box) * trust
             for gi in np.flatnonzero(w > 0.02):
                 votes[groups[gi]][(name, number)] += conf * float(w[gi])
                 name_votes[groups[gi]][name] += conf * float(w[gi])
@@ -588,9 +608,10 @@ def identify_ligand(rec, labels_by_view: Mapping[str, ImageLabels]) -> LigandIde
             continue
         xy = np.asarray(xy_all, float)[lig]
         place = label_placement(names, xy)
+        trust = np.where(place.crowded(xy, 3.0), CROWDED_WEIGHT, 1.0)
         readings: dict[tuple[int, str], tuple[str, float]] = {}
         for k, lab in enumerate(names):
-            w = place.weights(xy, lab.box)
+            w = place.weights(xy, lab.box) * trust
             for j in np.flatnonzero(w > 0.02):
                 el = elements[j]
                 key = (k, el)
