@@ -547,8 +547,9 @@ def _split_number(text: str) -> tuple[int, str]:
 
 
 def _peptide_numbers(res: list[ResidueIdentity], coords: np.ndarray) -> list[ResidueIdentity]:
-    """Residues linked by a peptide bond (this C to that N) are numbered n, n+1: numbers fill in along
-    chains and a number that disagrees with both linked neighbours is replaced."""
+    """Residues linked by a peptide bond (this C to that N) are numbered n, n+1: a run of linked
+    residues takes the numbering its labels support best as a whole, numbers fill in along chains
+    and a number that disagrees with both linked neighbours is replaced."""
     by_atom = {}
     for k, r in enumerate(res):
         for i, n in r.atom_names.items():
@@ -567,6 +568,28 @@ def _peptide_numbers(res: list[ResidueIdentity], coords: np.ndarray) -> list[Res
     prv = {b: a for a, b in nxt.items()}
     nums = [r.number for r in res]
     src = [r.number_source for r in res]
+    # runs of linked residues are numbered consecutively: the start that the labels' evidence over
+    # the whole run supports best (each member's votes for "NAME n" at its place in the run)
+    seen: set[int] = set()
+    for k in range(len(res)):
+        if k in prv or k in seen or k not in nxt:
+            continue
+        run, j = [], k
+        while j is not None and j not in seen:
+            seen.add(j)
+            run.append(j)
+            j = nxt.get(j)
+        starts: Counter = Counter()
+        for pos, m in enumerate(run):
+            for text, w in res[m].ocr_votes.items():
+                name, _, num = text.partition(" ")
+                if name == res[m].name and num.lstrip("-").isdigit():
+                    starts[int(num) - pos] += w
+        if starts:
+            s0 = starts.most_common(1)[0][0]
+            for pos, m in enumerate(run):
+                if nums[m] != s0 + pos:
+                    nums[m], src[m] = s0 + pos, "peptide"
     # correct: a number disagreeing with both neighbours that agree with each other
     for k in range(len(res)):
         a, b = prv.get(k), nxt.get(k)
