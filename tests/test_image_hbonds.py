@@ -113,3 +113,16 @@ def test_bad_residue_text_is_one_line_error(cx):
     with pytest.raises(ImageHBondError):
         parse_residue("arginine")
     assert parse_residue("ARG 45A") == ("ARG", 45, "A")
+
+
+def test_no_ligand_reconstructed_gives_an_unsure_answer(cx):
+    from dataclasses import replace
+
+    rec = oracle_reconstruction(cx)
+    keep = ~rec.is_ligand
+    rec = replace(rec, coords=rec.coords[keep], classes=rec.classes[keep], is_ligand=rec.is_ligand[keep],
+                  residue=rec.residue[keep], sigma=rec.sigma[keep], bonds=np.zeros((0, 2), int),
+                  image_xy={v: xy[keep] for v, xy in rec.image_xy.items()})
+    ans = pocket_hbonds_from_images({}, reconstruction=rec, labels={})
+    assert (ans.answer, ans.confident, ans.bonds) == ("None", False, ())
+    assert "no ligand atoms" in ans.notes[0]

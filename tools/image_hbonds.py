@@ -225,6 +225,8 @@ def residue_hbonds_from_images(images_by_view: Mapping[str, Any], residue: str, 
     rec = reconstruction if reconstruction is not None else _reconstruct(images_by_view)
     labels = labels if labels is not None else read_all_labels(images_by_view)
     rec = _single_residue(rec)
+    if not np.any(np.asarray(rec.is_ligand, bool)):
+        return _nothing_seen("residue_ligand_interaction", "No", rec, labels)
     groups = sorted(int(g) for g in np.unique(rec.residue) if g >= 0)
     known = {g: (name, number, ins) for g in groups}
     residues = identify_residues(rec, labels, known=known)
@@ -263,6 +265,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DE
 
     rec = reconstruction if reconstruction is not None else _reconstruct(images_by_view)
     labels = labels if labels is not None else read_all_labels(images_by_view)
+    if not np.any(np.asarray(rec.is_ligand, bool)):
+        return _nothing_seen("pocket_ligand_interaction", "None", rec, labels)
     residues = identify_residues(rec, labels)
     ligand = identify_ligand(rec, labels)
     cx = complex_from_identity(rec, residues, ligand, chain=chain)
@@ -323,6 +327,14 @@ def peptide_neighbours(res: ResidueIdentity, coords: np.ndarray) -> list[tuple[i
             can = _place(CA, C, nn, 1.46, 121.7, 180.0)
             out.append((res.number + 1, "GLY", {"N": nn, "CA": can}))
     return out
+
+
+def _nothing_seen(task: str, answer: str, rec, labels) -> ImageHBondAnswer:
+    """No ligand atom could be reconstructed: no bond can be found; say so, unsure."""
+    return ImageHBondAnswer(task, answer, (), confident=False,
+                            notes=("no ligand atoms were reconstructed from the pictures: no H-bond could be tested",),
+                            details={"reconstruction": _summary(rec),
+                                     "labels_read": {v: len(l.labels) for v, l in labels.items()}})
 
 
 def _single_residue(rec):
