@@ -54,6 +54,9 @@ from misi_agent.tools.agent_tools import agent_tools  # noqa: E402
 from misi_agent.tools.reconstruction import reconstruct  # noqa: E402
 from misi_agent.tools.registration import scene_points  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from spatial_tools import side_by_side  # noqa: E402  (the same side-by-side report as the structure-grounded eval)
+
 GEOMETRIC = (T.TRANSLATION, T.ROTATION, T.ZOOMING, T.TRANSLATION_ROTATION, T.ROTATION_ROTATION, T.DOCKING,
              T.INTERACTION_LOCATION)
 TARGETS = {T.TRANSLATION: 95, T.ROTATION: 95, T.ZOOMING: 90, T.TRANSLATION_ROTATION: 90, T.ROTATION_ROTATION: 90,
@@ -214,44 +217,11 @@ def write_markdown(path: Path, label: str, source: str, summary: dict, rsum: dic
 
 def combined_report(out: Path) -> None:
     """image_grounding.md and image_grounding.png: every image_grounding_<label>.json in ``out`` side by side."""
-    runs = {}
-    for p in sorted(out.glob("image_grounding_*.json")):
-        data = json.loads(p.read_text(encoding="utf-8"))
-        runs[data["label"]] = data
-    if not runs:
-        return
-    labels = list(runs)
-    lines = ["# Image-only grounding: composite scores per task and renderer", "",
-             "Tools answer from reconstructions of the question's views (no structure file); see the per-renderer "
-             "files for reconstruction quality and failures.", "",
-             "| task | target | " + " | ".join(labels) + " |", "|---|---|" + "---|" * len(labels)]
-    for task in GEOMETRIC:
-        cells = []
-        for lab in labels:
-            s = runs[lab]["summary"].get(task)
-            cells.append("–" if s is None else f"{s['composite']:.2f} (n={s['n']})")
-        lines.append(f"| {task} | ≥{TARGETS[task]} | " + " | ".join(cells) + " |")
-    (out / "image_grounding.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 3.6))
-    x = np.arange(len(GEOMETRIC))
-    width = 0.8 / len(labels)
-    for k, lab in enumerate(labels):
-        vals = [runs[lab]["summary"].get(t, {}).get("composite", np.nan) for t in GEOMETRIC]
-        ax.bar(x + (k - (len(labels) - 1) / 2) * width, vals, width, label=lab)
-    ax.scatter(x, [TARGETS[t] for t in GEOMETRIC], marker="_", s=400, color="black", label="target", zorder=3)
-    ax.set_xticks(x, [T.COLUMN_LABELS[t] for t in GEOMETRIC])
-    ax.set_ylim(0, 105)
-    ax.set_ylabel("composite score")
-    ax.legend(loc="lower left", fontsize=8)
-    ax.set_title("Geometric tools with image-only grounding (reconstruction, no structure)")
-    fig.tight_layout()
-    fig.savefig(out / "image_grounding.png", dpi=120)
-    plt.close(fig)
+    side_by_side(out, "image_grounding", TARGETS, "Image-only grounding: composite scores per task and renderer",
+                 "Tools answer from reconstructions of the question's views (no structure file); see the per-renderer "
+                 "files for reconstruction quality and failures.",
+                 "Geometric tools with image-only grounding (reconstruction, no structure)",
+                 cell=lambda s: f"{s['composite']:.2f} (n={s['n']})")
 
 
 def main(argv=None) -> int:

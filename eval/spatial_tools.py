@@ -155,25 +155,25 @@ def write_markdown(path: Path, label: str, source: str, summary: dict, records: 
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def combined_report(out: Path) -> None:
-    """spatial_tools.md and spatial_tools.png over every spatial_tools_<label>.json in ``out``."""
+def side_by_side(out: Path, stem: str, targets: dict, heading: str, intro: str, plot_title: str,
+                 cell=lambda s: f"{s['composite']:.2f} (n={s['n']}, {s['seconds_median']:.2f} s)") -> None:
+    """``<stem>.md`` and ``<stem>.png``: every ``<stem>_<label>.json`` in ``out`` side by side, per task."""
     runs = {}
-    for p in sorted(out.glob("spatial_tools_*.json")):
+    for p in sorted(out.glob(f"{stem}_*.json")):
         data = json.loads(p.read_text(encoding="utf-8"))
         runs[data["label"]] = data
     if not runs:
         return
     labels = list(runs)
-    lines = ["# Spatial tools: composite scores per task and renderer", "",
-             "Tools called directly on generated question sets (see the per-renderer files for details).", "",
+    lines = [f"# {heading}", "", intro, "",
              "| task | target | " + " | ".join(labels) + " |", "|---|---|" + "---|" * len(labels)]
     for task in GEOMETRIC:
         cells = []
         for lab in labels:
             s = runs[lab]["summary"].get(task)
-            cells.append("–" if s is None else f"{s['composite']:.2f} (n={s['n']}, {s['seconds_median']:.2f} s)")
-        lines.append(f"| {task} | ≥{TARGETS[task]} | " + " | ".join(cells) + " |")
-    (out / "spatial_tools.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+            cells.append("–" if s is None else cell(s))
+        lines.append(f"| {task} | ≥{targets[task]} | " + " | ".join(cells) + " |")
+    (out / f"{stem}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -185,15 +185,22 @@ def combined_report(out: Path) -> None:
     for k, lab in enumerate(labels):
         vals = [runs[lab]["summary"].get(t, {}).get("composite", np.nan) for t in GEOMETRIC]
         ax.bar(x + (k - (len(labels) - 1) / 2) * width, vals, width, label=lab)
-    ax.scatter(x, [TARGETS[t] for t in GEOMETRIC], marker="_", s=400, color="black", label="target", zorder=3)
+    ax.scatter(x, [targets[t] for t in GEOMETRIC], marker="_", s=400, color="black", label="target", zorder=3)
     ax.set_xticks(x, [T.COLUMN_LABELS[t] for t in GEOMETRIC])
     ax.set_ylim(0, 105)
     ax.set_ylabel("composite score")
     ax.legend(loc="lower left", fontsize=8)
-    ax.set_title("Spatial tools (structure known), per task and renderer")
+    ax.set_title(plot_title)
     fig.tight_layout()
-    fig.savefig(out / "spatial_tools.png", dpi=120)
+    fig.savefig(out / f"{stem}.png", dpi=120)
     plt.close(fig)
+
+
+def combined_report(out: Path) -> None:
+    """spatial_tools.md and spatial_tools.png: every spatial_tools_<label>.json in ``out`` side by side."""
+    side_by_side(out, "spatial_tools", TARGETS, "Spatial tools: composite scores per task and renderer",
+                 "Tools called directly on generated question sets (see the per-renderer files for details).",
+                 "Spatial tools (structure known), per task and renderer")
 
 
 def main(argv=None) -> int:
