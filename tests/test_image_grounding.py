@@ -91,3 +91,28 @@ def test_cli_answer_reports_the_grounding_used(qset, tmp_path, capsys):
     assert main(["answer", str(qfile), "--grounding", "auto", "--json"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["grounding_used"] == {pdb: "structure"}
+
+
+def test_interaction_location_from_images_finds_the_named_bond(tmp_path):
+    """T8 with image-only grounding: the bond atoms chosen from the labels and H-bond geometry put the
+    midpoint where the generator put it (the test, not the tool, reads the item's metadata)."""
+    import numpy as np
+
+    from misi_agent.tools.image_tasks import locate_interaction
+
+    path = generate(tmp_path, "interaction_location", 2, seed=3, size=512)
+    qs = read_questions(path)
+    assert qs
+    right = 0
+    for q in qs:
+        b = q.meta["params"]["bond"]
+        bond = {"chain": b["chain"], "residue_name": b["residue_name"],
+                "residue_number": f"{b['residue_number']}{b['insertion_code']}", "residue_atom": b["protein_atom"],
+                "ligand_atom": b["ligand_atom"]}
+        ans = locate_interaction(q.image_paths(path.parent), bond, q.meta["option_texts"])
+        need = np.array([float(t.split()[-1]) for t in ans.details["needed_move"].split(", ")])
+        true_need = -np.asarray(q.meta["params"]["bond_centroid_front"][:2])
+        assert len(ans.details["bond_atoms"]) == 2
+        assert np.linalg.norm(need - true_need) < 1.5, (q.id, need, true_need, ans.details["option_chosen_by"])
+        right += ans.answer == q.answer
+    assert right >= len(qs) - 1

@@ -14,14 +14,17 @@ Magnitudes in Å (translation, zoom, docking shift, interaction location) scale 
 reconstruction's camera distance, i.e. with how well its Å scale is known
 (:func:`misi_agent.tools.reconstruction.estimate_distance`); rotations do not.
 
-Interaction location needs the named atoms: the ligand atom is found by its label when the
-label reader (:mod:`misi_agent.tools.label_reading`) reads it next to a reconstructed ligand
-atom, and the residue atom is the reconstructed pocket atom of the named element nearest to
-it (an H-bond partner is within about 3.5 Å).
+Interaction location needs the named atoms. Oxygen and nitrogen share their colours, so the
+ligand's N/O are the reconstructed ligand atoms of the element and the N/O bonded to (or at
+bonding distance of) a ligand atom; each is judged by how far it is seen from the labels read as
+the named ligand atom in every view, and by the name :mod:`misi_agent.tools.identity` gives it.
+The residue atom is a pocket atom of the named element at H-bond distance (2.3-3.8 Å) of the
+ligand atom, judged by how far it lies beyond the named atom's reach (from the CA, where the
+residue's label is anchored) from the labels read as the named residue, and by its template name.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -54,8 +57,10 @@ CLASH_A = 2.2  # Å: a ligand atom this close to a pocket point clashes
 CONTACT_A = 4.5  # Å: pocket points within this distance of a ligand atom are in contact
 HBOND_A = 3.4  # Å: ligand O/N to pocket O/N within this distance may be H-bonded
 HBOND_SHELL_A = (2.3, 3.8)  # Å: where an H-bond partner of the ligand atom can be
-OPTION_MATCH_A = 1.5  # Å: an option is consistent when a partner point lies this close to where it implies
-PARTNER_MAX_A = 4.0  # Å: a named residue atom farther than this from the ligand atom is a misreading
+HBOND_IDEAL_A = 2.9  # Å: the typical donor–acceptor distance of an H-bond
+NAME_BONUS_A = 0.6  # Å: a partner named as the question names it by its residue template counts as this much nearer the ideal
+PAIR_TIE_A = 0.5  # Å: with the ligand atom unknown, pairs this close to the cheapest are all kept
+LIGAND_BOND_A = 1.75  # Å: an N/O this close to a ligand atom is bonded to it (the ligand's, whatever its colour says)
 POCKET_CENTRE_WEIGHT = 5.0  # score per Å between the docked ligand's centre and the pocket's centre along x
 
 
@@ -378,57 +383,182 @@ def _element(atom_name: str) -> str:
     return "N" if a.startswith("N") else "O" if a.startswith("O") else a[:1]
 
 
-def find_bond_atoms(rec: Reconstruction, images: Mapping[str, Any], bond: Mapping[str, Any]
-                    ) -> tuple[int | None, int | None, str]:
-    """Reconstruction indices of the named bond's ligand atom and residue atom (None where not found).
+# reach (Å) from a residue's CA, where its label is anchored, to the named atom; side-chain atoms not listed: REACH_DEFAULT_A
+ATOM_REACH_A = {"N": 1.5, "O": 2.5, "OXT": 2.5, "OG": 2.5, "OG1": 2.5, "SG": 2.9, "OD1": 3.7, "OD2": 3.7, "ND2": 3.7,
+                "ND1": 3.7, "OE1": 4.9, "OE2": 4.9, "NE2": 4.9, "NE": 5.0, "NE1": 4.7, "NZ": 6.5, "NH1": 7.3, "NH2": 7.3,
+                "OH": 6.6, "SD": 4.1}
+REACH_DEFAULT_A = 7.5
+LABEL_SLACK_H = 2.0  # label heights: how far outside its anchor a residue label may be drawn
 
-    Names come from the labels of every view, decoded under chemical constraints by
-    :mod:`misi_agent.tools.identity` (ligand atom names voted across views; residue atoms named by
-    their residue's template, residues by their labels and the peptide links).
+
+@dataclass(frozen=True)
+class BondCandidates:
+    """Where the named H-bond's two atoms may be in a reconstruction.
+
+    ``ligand``: the ligand's atoms of the named atom's element (reconstruction index -> prior
+    cost, Å-like, lower is likelier): how far (Å) each is seen from the labels read as the named
+    atom, less :data:`NAME_BONUS_A` for the atom the label votes of
+    :func:`misi_agent.tools.identity.identify_ligand` name so; ``ligand_named`` when either
+    evidence exists (then only the cheapest is used). ``residue``: every pocket atom of the
+    residue atom's element with its prior cost: how far it lies beyond the named atom's reach
+    from the named residue's label in the views where that label was read, less
+    :data:`NAME_BONUS_A` when the residue template names it as the question does.
     """
-    try:
-        from misi_agent.tools.identity import identify_ligand, identify_residues
-        from misi_agent.tools.image_hbonds import read_all_labels
-    except ImportError:  # the label reader is not installed
-        return None, None, "no label reader"
-    try:
-        labels = read_all_labels(images)
-        lig_id = identify_ligand(rec, labels)
-    except Exception as exc:  # a reader failure leaves the names unknown
-        return None, None, f"labels not read ({type(exc).__name__})"
+
+    ligand: Mapping[int, float]
+    ligand_named: bool
+    residue: Mapping[int, float]
+    how: str
+
+
+def _residue_label_boxes(labels: Mapping[str, Any], name: str, number: str) -> dict[str, list[tuple[int, int, int, int]]]:
+    """Per view, the boxes of the labels read as the named residue (number exact, name at most one letter off)."""
+    out: dict[str, list] = {}
+    for view, labs in labels.items():
+        for lab in labs.of_kind("residue"):
+            words = str(lab.reading or lab.text or "").split()
+            if len(words) == 2 and words[1] == number and len(words[0]) == len(name) and \
+                    sum(x != y for x, y in zip(words[0], name)) <= 1:
+                out.setdefault(view, []).append(tuple(lab.box))
+    return out
+
+
+def _ligand_label_boxes(labels: Mapping[str, Any], name: str) -> dict[str, list[tuple[int, int, int, int]]]:
+    """Per view, the boxes of the ligand labels read as ``name``."""
+    out: dict[str, list] = {}
+    for view, labs in labels.items():
+        for lab in labs.of_kind("ligand"):
+            if str(lab.reading or lab.text or "").strip().upper() == name:
+                out.setdefault(view, []).append(tuple(lab.box))
+    return out
+
+
+def _label_excess(rec: Reconstruction, atoms: Sequence[int], boxes: Mapping[str, list], reach_a: float) -> np.ndarray:
+    """Mean over the views with the residue's label of how far (Å) each atom is seen beyond ``reach_a`` from it."""
+    if not boxes or not len(atoms):
+        return np.zeros(len(atoms))
+    f_px = rec.image_size[0] / 2.0 / np.tan(np.radians(15.0))  # the benchmark camera: 30° field of view
+    px_per_a = f_px / rec.distance
+    tot, cnt = np.zeros(len(atoms)), np.zeros(len(atoms))
+    for view, bs in boxes.items():
+        xy = np.asarray(rec.image_xy.get(view), float)[list(atoms)]
+        seen = np.isfinite(xy).all(axis=1)
+        if not seen.any():
+            continue
+        slack = LABEL_SLACK_H * float(np.median([b[3] - b[1] for b in bs]))
+        d = np.min([np.where(seen, _box_px(xy, b), np.inf) for b in bs], axis=0)
+        ex = np.maximum(0.0, d - slack) / px_per_a - reach_a
+        tot[seen] += np.maximum(0.0, ex[seen])
+        cnt[seen] += 1
+    return np.where(cnt > 0, tot / np.maximum(cnt, 1), 0.0)
+
+
+def _box_px(xy: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
+    x0, y0, x1, y1 = box
+    dx = np.maximum(np.maximum(x0 - xy[:, 0], 0), xy[:, 0] - x1)
+    dy = np.maximum(np.maximum(y0 - xy[:, 1], 0), xy[:, 1] - y1)
+    return np.hypot(dx, dy)
+
+
+def bond_candidates(rec: Reconstruction, labels: Mapping[str, Any], bond: Mapping[str, Any]) -> BondCandidates:
+    """Candidate atoms of the named bond from the labels of every view (no structure, no metadata).
+
+    Ligand atom names are voted across views by :func:`misi_agent.tools.identity.identify_ligand`;
+    a name found on an atom of another element is a misreading, and the atoms of the right
+    element next to it stand in. Residue atoms are judged by where the named residue's label
+    (anchored at its CA) is drawn in each view and by their names from the residue template
+    (:func:`misi_agent.tools.identity.identify_residues`). Pocket atoms bonded to a ligand atom
+    are the ligand's own N/O misassigned and are left out.
+    """
+    from misi_agent.tools.identity import identify_ligand, identify_residues
+
+    lig_el = _element(bond.get("ligand_atom", ""))
+    res_el = _element(bond.get("residue_atom", ""))
+    classes = np.asarray(rec.classes).astype(str)
+    is_lig = np.asarray(rec.is_ligand, bool)
+    bonded_to_ligand = set()  # O/N share their colour: those bonded to a ligand carbon are the ligand's
+    for x, y in np.asarray(rec.bonds, int).reshape(-1, 2):
+        if is_lig[x] != is_lig[y]:
+            bonded_to_ligand.add(int(y if is_lig[x] else x))
+    if is_lig.any():  # and those at bonding distance of a ligand atom even where no bond was drawn between them
+        near_lig = cKDTree(rec.coords[is_lig]).query(rec.coords)[0] <= LIGAND_BOND_A
+        bonded_to_ligand |= {int(k) for k in np.flatnonzero(near_lig & ~is_lig) if classes[k] in ("N", "O")}
+    lig_all = sorted(set(np.flatnonzero(is_lig).tolist()) | bonded_to_ligand)
+    lig_of_el = [int(k) for k in lig_all if classes[k] == lig_el] or [int(k) for k in lig_all]
     want = str(bond.get("ligand_atom", "")).strip().upper()
-    hits = [k for k, n in lig_id.names.items() if str(n).upper() == want]
-    i = hits[0] if hits else None
-    j = None
+    named = None
     try:
-        residues = identify_residues(rec, labels)
-    except Exception:  # residue names unknown: the partner is found by distance
-        residues = []
+        lig_id = identify_ligand(rec, labels)
+        hits = [k for k, n in lig_id.names.items() if str(n).upper() == want]
+        named = hits[0] if hits else None
+    except Exception:  # a reader failure leaves the names unknown; the labels' places still count
+        pass
+    lig_boxes = _ligand_label_boxes(labels, want)
+    lig_prior = dict(zip(lig_of_el, _label_excess(rec, lig_of_el, lig_boxes, 0.0).tolist()))
+    if named in lig_prior:
+        lig_prior[named] -= NAME_BONUS_A
+    ligand_named = bool(lig_boxes) or named in lig_prior
+    how_lig = (f"ligand atom {want}: {'named by identity' if named in lig_prior else 'not named by identity'}, "
+               f"its label read in {len(lig_boxes)} view(s)")
+    name = str(bond.get("residue_name", "")).strip().upper()
     number = str(bond.get("residue_number", "")).strip()
-    atom = str(bond.get("residue_atom", "")).upper()
-    el = _element(atom)
+    atom = str(bond.get("residue_atom", "")).strip().upper()
+    pocket = [int(k) for k in np.flatnonzero((np.asarray(rec.residue) >= 0) & (classes == res_el))
+              if int(k) not in bonded_to_ligand]
+    boxes = _residue_label_boxes(labels, name, number)
+    prior = dict(zip(pocket, _label_excess(rec, pocket, boxes, ATOM_REACH_A.get(atom, REACH_DEFAULT_A)).tolist()))
+    try:
+        residues = identify_residues(rec, labels) if labels else []
+    except Exception:  # residue names unknown: the labels' places alone
+        residues = []
     for r in residues:
-        if r.name == str(bond.get("residue_name", "")).upper() and f"{r.number}{r.ins_code}" == number:
-            got = [k for k, n in r.atom_names.items() if str(n).upper() == atom]
-            if not got and i is not None:  # the residue is known but not its atom's name: its atom of the element nearest the ligand atom
-                same = [k for k in r.atoms if str(rec.classes[k]) == el]
-                got = sorted(same, key=lambda k: float(np.linalg.norm(rec.coords[k] - rec.coords[i])))[:1]
-            if got:
-                j = got[0]
-                break
-    how = (f"ligand atom {want} {'named by its label' if i is not None else 'not found among the labels'}; residue "
-           f"atom {'named by its residue template' if j is not None else 'not identified'}")
-    return i, j, how
+        if r.name == name and f"{r.number}{r.ins_code}" == number:
+            for k in r.atoms:
+                if k in prior and str(r.atom_names.get(k, "")).upper() == atom:
+                    prior[k] -= NAME_BONUS_A
+    how = f"{how_lig}; named residue's label read in {len(boxes)} view(s)"
+    return BondCandidates(lig_prior, ligand_named, prior, how)
+
+
+def bond_pairs(rec: Reconstruction, cands: BondCandidates) -> tuple[list[tuple[int, int]], str]:
+    """The (ligand atom, residue atom) pairs that may be the named H-bond.
+
+    When the ligand atom is named (:class:`BondCandidates`) only its cheapest candidate is paired.
+    A pair must be at H-bond distance (:data:`HBOND_SHELL_A`); its cost is how far its length is
+    from the typical donor–acceptor distance (:data:`HBOND_IDEAL_A`) plus the residue atom's
+    prior (:class:`BondCandidates`). With one ligand candidate the cheapest pair is kept; with
+    several, every pair within :data:`PAIR_TIE_A` of the cheapest (the options are then scored
+    against all of them).
+    """
+    best_lig = min(cands.ligand.values(), default=0.0)
+    ligs = {k: lp for k, lp in cands.ligand.items() if not cands.ligand_named or lp <= best_lig}
+    pairs = []
+    for k, lp in ligs.items():
+        for j, pr in cands.residue.items():
+            d = float(np.linalg.norm(rec.coords[j] - rec.coords[k]))
+            if j != k and HBOND_SHELL_A[0] <= d <= HBOND_SHELL_A[1]:
+                pairs.append((abs(d - HBOND_IDEAL_A) + pr + lp, k, j))
+    if pairs:
+        pairs.sort()
+        if cands.ligand_named:
+            return [(pairs[0][1], pairs[0][2])], f"partner at H-bond distance (cost {pairs[0][0]:.2f})"
+        keep = [(k, j) for c, k, j in pairs if c <= pairs[0][0] + PAIR_TIE_A]
+        return keep, f"{len(keep)} candidate pairs at H-bond distance"
+    allp = list(cands.residue)
+    if not allp:
+        return [(k, k) for k in ligs], "no partner atom: ligand atom alone"
+    P = rec.coords[allp]
+    out = [(k, allp[int(np.argmin(np.linalg.norm(P - rec.coords[k], axis=1)))]) for k in ligs]
+    return out, "nearest pocket atom (none at H-bond distance)"
 
 
 def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: Mapping[str, str],
                        rec: Reconstruction | None = None) -> SpatialAnswer:
     """T8 from the pictures: the option that brings the named bond's midpoint onto the line of sight.
 
-    The ligand atom is found by its label (:func:`find_ligand_atom`); failing that, every
-    reconstructed ligand atom of the named element is a candidate. The residue atom is the
-    nearest reconstructed pocket point of its element. Each option's cost is its distance (Å)
-    to the move that centres the best candidate's midpoint.
+    The bond's candidate atoms come from the labels (:func:`bond_candidates`) and H-bond
+    geometry (:func:`bond_pairs`); each option's cost is its distance (Å) to the move that
+    centres the midpoint of the closest candidate pair (one pair when the atoms are known).
     """
     images = G._check_images(images, T.INTERACTION_LOCATION)
     letters = [L for L in T.CHOICE_LETTERS if L in options]
@@ -440,53 +570,35 @@ def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: 
     an0 = image_analysis(images[0], sp.names)
     cam = ViewCamera(an0.width, an0.height)
     reg = _record(an0, sp, cam, rec)
-    lig_el = _element(bond.get("ligand_atom", ""))
-    res_el = _element(bond.get("residue_atom", ""))
-    i, jres, how = find_bond_atoms(rec, views, bond)
-    lig = np.flatnonzero(rec.is_ligand)
-    cands = [i] if i is not None else [int(k) for k in lig if rec.classes[k] == lig_el] or [int(k) for k in lig]
-    pocket_cloud = cloud_points(rec, max_points=10 ** 6, which="pocket")
-    pocket_pts = pocket_cloud.points[np.array([pocket_cloud.names[c] for c in pocket_cloud.cls]) == res_el] \
-        if len(pocket_cloud.points) else np.zeros((0, 3))
-    moves_ = [G._net_xy(options[L]) for L in letters]
-    best = None
-    for k in cands:
-        a = rec.coords[k]
-        if jres is not None and np.linalg.norm(rec.coords[jres] - a) <= PARTNER_MAX_A:
-            b = rec.coords[jres]
-        elif len(pocket_pts):  # the partner: the nearest pocket point of the named element
-            d, j = cKDTree(pocket_pts).query(a)
-            b = pocket_pts[j]
-        else:
-            b = a
-        mid = (a + b) / 2.0
-        need = (-float(mid[0]), -float(mid[1]))
-        dist = np.array([np.hypot(x - need[0], y - need[1]) for x, y in moves_])
-        if best is None or dist.min() < best[0].min():
-            best = (dist, need, k)
-    dist, need, k = best
-    method = "nearest partner"
-    if len(pocket_pts):
-        # each option implies where the partner must be seen (x, y): 2·midpoint − ligand atom; an option
-        # is consistent when a pocket point of the partner's element lies there at H-bond distance (over
-        # the candidate ligand atoms when the label was not matched)
-        cons = np.full(len(moves_), np.inf)
-        for k in cands:
-            a = rec.coords[k]
-            r = np.linalg.norm(pocket_pts - a, axis=1)
-            shell = pocket_pts[(r >= HBOND_SHELL_A[0]) & (r <= HBOND_SHELL_A[1])]
-            if len(shell):
-                cons = np.minimum(cons, [np.min(np.hypot(shell[:, 0] - (-2 * x - a[0]), shell[:, 1] - (-2 * y - a[1])))
-                                         for x, y in moves_])
-        if cons.min() <= OPTION_MATCH_A:
-            dist, method = cons, "option consistent with a partner at H-bond distance"
+    try:
+        from misi_agent.tools.image_hbonds import read_all_labels
+
+        labels = read_all_labels(views)
+    except Exception as exc:  # no label reader, or it failed: names unknown, geometry only
+        labels = {}
+        reader_note = f"labels not read ({type(exc).__name__})"
+    else:
+        reader_note = ""
+    cands = bond_candidates(rec, labels, bond)
+    pairs, method = bond_pairs(rec, cands)
+    if not pairs:
+        raise G.SpatialTaskError("interaction location: no ligand atom was reconstructed from the pictures")
+    moves_ = np.array([G._net_xy(options[L]) for L in letters], float)
+    mids = np.array([(rec.coords[k] + rec.coords[j]) / 2.0 for k, j in pairs])[:, :2]
+    needs = -mids  # the move that puts each candidate midpoint on the line of sight
+    D = np.linalg.norm(moves_[:, None, :] - needs[None, :, :], axis=2)  # options x pairs
+    dist = D.min(axis=1)
+    p = int(np.argmin(D.min(axis=0)))
+    need = needs[p]
     ranking = rank(letters, dist)
-    notes = [] if i is not None else [f"the ligand atom's label was not matched ({how}); chose among {len(cands)} "
-                                      "candidate atoms: answer unsure"]
-    fit = {"matched": reg.matched, "explained": reg.explained, "chamfer": reg.chamfer_px, "ok": reg.ok and i is not None}
-    details = {"needed_move": f"move x {need[0]:.2f}, move y {need[1]:.2f}", "ligand_atom_found_by": how,
-               "option_chosen_by": method,
-               "option_moves": {L: list(m) for L, m in zip(letters, moves_)}, **_details(rec)}
+    sure = cands.ligand_named and len(pairs) == 1
+    notes = [] if sure else [f"the bond's atoms are not both known ({cands.how}; {method}): answer unsure"]
+    if reader_note:
+        notes.append(reader_note)
+    fit = {"matched": reg.matched, "explained": reg.explained, "chamfer": reg.chamfer_px, "ok": reg.ok and sure}
+    details = {"needed_move": f"move x {need[0]:.2f}, move y {need[1]:.2f}", "ligand_atom_found_by": cands.how,
+               "option_chosen_by": method, "bond_atoms": [int(pairs[p][0]), int(pairs[p][1])],
+               "option_moves": {L: list(m) for L, m in zip(letters, moves_.tolist())}, **_details(rec)}
     return G._answer(T.INTERACTION_LOCATION, ranking, [reg], [fit], details, notes, G.SURE_MARGIN_A)
 
 
