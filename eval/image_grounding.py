@@ -55,7 +55,7 @@ from misi_agent.tools.reconstruction import reconstruct  # noqa: E402
 from misi_agent.tools.registration import scene_points  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spatial_tools import side_by_side  # noqa: E402  (the same side-by-side report as the structure-grounded eval)
+from spatial_tools import first_per_task, side_by_side  # noqa: E402  (the same side-by-side report as the structure-grounded eval)
 
 GEOMETRIC = (T.TRANSLATION, T.ROTATION, T.ZOOMING, T.TRANSLATION_ROTATION, T.ROTATION_ROTATION, T.DOCKING,
              T.INTERACTION_LOCATION)
@@ -241,14 +241,7 @@ def main(argv=None) -> int:
         return 0
     qpath = Path(args.questions)
     questions = [q for q in read_questions(qpath) if q.task in GEOMETRIC]
-    if args.limit:
-        seen: dict[str, int] = {}
-        keep = []
-        for q in questions:
-            seen[q.task] = seen.get(q.task, 0) + 1
-            if seen[q.task] <= args.limit:
-                keep.append(q)
-        questions = keep
+    questions = first_per_task(questions, args.limit)
     store = StructureStore([], use_env=False, include_embedded=False)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -55,6 +55,19 @@ TARGETS = {T.TRANSLATION: 98, T.ROTATION: 98, T.ZOOMING: 98, T.TRANSLATION_ROTAT
            T.INTERACTION_LOCATION: 98, T.DOCKING: 90}
 
 
+def first_per_task(questions: list, limit: int | None) -> list:
+    """The first ``limit`` questions of each task, in file order (all of them without a limit)."""
+    if not limit:
+        return list(questions)
+    seen: dict[str, int] = {}
+    keep = []
+    for q in questions:
+        seen[q.task] = seen.get(q.task, 0) + 1
+        if seen[q.task] <= limit:
+            keep.append(q)
+    return keep
+
+
 def run_item(q, base: Path, store: StructureStore) -> dict:
     """Call the task's spatial tool on one question; returns the prediction and the tool's evidence."""
     images = q.image_paths(base)
@@ -216,14 +229,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     qpath = Path(args.questions)
     questions = [q for q in read_questions(qpath) if q.task in GEOMETRIC]
-    if args.limit:
-        seen: dict[str, int] = {}
-        keep = []
-        for q in questions:
-            seen[q.task] = seen.get(q.task, 0) + 1
-            if seen[q.task] <= args.limit:
-                keep.append(q)
-        questions = keep
+    questions = first_per_task(questions, args.limit)
     store = StructureStore(args.structures, use_env=False, include_embedded=False)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -20,9 +20,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from misi_agent.bench import tasks as T
-from misi_agent.camera import Command, compose_rigid, format_commands
+from misi_agent.camera import Command, format_commands
 from misi_agent.tools.atom_detection import ImageAnalysis
-from misi_agent.tools.registration import ScenePoints, ViewCamera, backward_samples, forward_costs, match_cost
+from misi_agent.tools.registration import ScenePoints, ViewCamera, backward_samples, match_cost
 from misi_agent.tools.spatial_records import Candidate
 
 REFINE_TOP = 24  # candidates re-scored in full after the coarse pass
@@ -68,7 +68,7 @@ def score_candidates(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera,
         keep = np.zeros(len(atoms.points), bool)
         keep[np.linspace(0, len(atoms.points) - 1, COARSE_ATOMS).round().astype(int)] = True
         atoms = atoms.subset(keep)  # the centre of rotation stays the centroid of all atoms
-    coarse = forward_costs(an, atoms, camera, [compose_rigid(list(c), atoms.center) for c in candidates])
+    coarse = np.array([match_cost(an, atoms.moved(list(c)), camera, backward=False).cost for c in candidates])
     for i in np.argsort(coarse, kind="stable")[:refine_top]:
         costs[i] = match_cost(an, sp.moved(list(candidates[i])), camera, samples=samples).cost
     return costs

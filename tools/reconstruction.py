@@ -314,15 +314,23 @@ def _reproject_cost(views: Sequence[ViewData], P: np.ndarray, cls: np.ndarray, u
     cost = np.zeros(len(P))
     nseen = np.zeros(len(P), int)
     for vd in views:
-        uv, _ = vd.cam.project(P)
-        c = np.zeros(len(P))
-        s = np.zeros(len(P), bool)
-        for k in np.unique(cls):
-            rows = np.flatnonzero(cls == k)
-            c[rows], s[rows] = vd.cost(str(k), uv[rows], use_balls)
+        _, c, s = _view_cost(vd, P, cls, use_balls)
         cost += c
         nseen += s
     return cost / max(1, len(views)), nseen
+
+
+def _view_cost(vd: "ViewData", P: np.ndarray, cls: np.ndarray, use_balls: bool
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pixel positions of points ``P`` in one view, their cost against the view's pixels of their
+    class, and whether the view shows their class there."""
+    uv, _ = vd.cam.project(P)
+    c = np.zeros(len(P))
+    s = np.zeros(len(P), bool)
+    for k in np.unique(cls):
+        rows = np.flatnonzero(cls == k)
+        c[rows], s[rows] = vd.cost(str(k), uv[rows], use_balls)
+    return uv, c, s
 
 
 # ----------------------------------------------------------------------------- atoms
@@ -592,12 +600,7 @@ def reconstruct(images: Mapping[str, Any], *, fov_deg: float = FOV_DEG, distance
     sigma = base * np.sqrt(n_views / np.maximum(seen_n, 1)) + np.where(is_lig, 0.0, 0.3)
     image_xy = {}
     for vd in views:
-        uv, _ = vd.cam.project(coords_n)
-        cst = np.zeros(len(coords_n))
-        sn = np.zeros(len(coords_n), bool)
-        for k in np.unique(classes_):
-            rows = np.flatnonzero(classes_ == k)
-            cst[rows], sn[rows] = vd.cost(str(k), uv[rows], use_balls=False)
+        uv, _, sn = _view_cost(vd, coords_n, classes_, use_balls=False)
         xy = uv.copy()
         xy[~sn] = np.nan
         image_xy[vd.cam.name] = xy

@@ -322,47 +322,6 @@ def match_cost(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera, tau: floa
     return MatchCost(float(cost), float(fwd), float(bwd), n_f, n_b)
 
 
-def forward_costs(an: ImageAnalysis, sp: ScenePoints, camera: ViewCamera, transforms: Sequence[tuple[np.ndarray, np.ndarray]],
-                  tau: float | None = None, chunk_points: int = 200_000) -> np.ndarray:
-    """:func:`match_cost`'s forward-only cost for many rigid motions of ``sp`` at once.
-
-    ``transforms`` are (R, t) pairs as :func:`misi_agent.camera.compose_rigid` returns them;
-    entry i equals ``match_cost(an, sp.transformed(R_i, t_i), camera, tau, backward=False).cost``.
-    One k-d tree query serves a whole chunk of candidates, which makes ranking hundreds of
-    candidate commands (translation + rotation, rotation + rotation) several times cheaper
-    than one :func:`match_cost` call each.
-    """
-    tau = TAU_PX * _scale(an) if tau is None else tau
-    n_c, n_p = len(transforms), len(sp.points)
-    out = np.full(n_c, float(tau))
-    if n_c == 0 or n_p == 0:
-        return out
-    tree = an.tree3
-    key = sp.class_key
-    shift = np.asarray(camera.shift, float)
-    f = camera.focal
-    step = max(1, chunk_points // n_p)
-    for s0 in range(0, n_c, step):
-        block = transforms[s0:s0 + step]
-        R = np.stack([np.asarray(r, float) for r, _ in block])
-        t = np.stack([np.asarray(v, float) for _, v in block])
-        p = np.einsum("cij,nj->cni", R, sp.points) + t[:, None, :] + shift
-        depth = -p[..., 2]
-        safe = np.where(depth > 1e-6, depth, np.nan)
-        u = camera.width / 2.0 + f * p[..., 0] / safe
-        v = camera.height / 2.0 - f * p[..., 1] / safe
-        inside = (depth > NEAR) & ~np.isnan(u) & (u >= 0) & (u < camera.width) & (v >= 0) & (v < camera.height)
-        n_f = inside.sum(axis=1)
-        if tree is None:
-            sums = tau * n_f.astype(float)
-        else:
-            ci, pi = np.nonzero(inside)
-            d, _ = tree.query(np.column_stack([u[ci, pi], v[ci, pi], key[pi]]), distance_upper_bound=tau)
-            sums = np.bincount(ci, weights=np.minimum(d, tau), minlength=len(block))
-        out[s0:s0 + len(block)] = np.where(n_f > 0, sums / np.maximum(n_f, 1), tau)
-    return out
-
-
 # ----------------------------------------------------------------------------- ICP
 
 
