@@ -254,7 +254,8 @@ def run(set_dir: Path, renderer: str, noise: float, limit: int | None, arms: lis
                 if q.task == "residue_ligand_interaction":
                     r = p["residue"]
                     ans = residue_hbonds_from_images(images, f"{r['name']} {r['number']}{r['insertion_code']}",
-                                                     r["chain"], reconstruction=rec, labels=labels)
+                                                     r["chain"], reconstruction=rec, labels=labels,
+                                                     fit_residues=not arm.startswith("oracle"))
                 else:
                     ans = pocket_hbonds_from_images(images, reconstruction=rec, labels=labels)
                 pred = ans.answer

@@ -4,7 +4,10 @@ Residue–ligand interaction (T4: ``No`` / ``Yes: ARG NH2, O1B; ...``) and pocke
 interaction (T9: ``ARG 45 NH2 A, O1B; ...``) need three things the pictures hold:
 
 1. **where the atoms are**: the 3D reconstruction of the views
-   (:func:`misi_agent.tools.reconstruction.reconstruct`, or any record with its fields);
+   (:func:`misi_agent.tools.reconstruction.reconstruct`, or any record with its fields); for T4 the
+   residue's atoms are then placed by fitting its ideal geometry to the views
+   (:mod:`misi_agent.tools.residue_fit`: ≈ 0.1 Å instead of the pseudo-atoms' ≈ 1 Å), and ligand
+   atoms that duplicate one another or sit on a residue atom are dropped;
 2. **who they are**: the labels read (:mod:`misi_agent.tools.label_reading`) and checked against
    chemistry (:mod:`misi_agent.tools.identity`: residue templates name the residue atoms, votes
    across views name the ligand atoms, RDKit perceives the ligand's bond orders);
@@ -37,6 +40,7 @@ from misi_agent.structure import Complex, ResidueKey
 from misi_agent.tools.identity import (LigandIdentity, ResidueIdentity, element_of_class, identify_ligand,
                                        identify_residues, ligand_molecule, recon_bonds)
 from misi_agent.tools.label_reading import ImageLabels, read_labels
+from misi_agent.tools.reconstruction import load_views
 
 DEFAULT_CHAIN = "A"  # (ours) chain of every residue in image-only pocket–ligand answers
 UNKNOWN_NUMBER = 100000  # residues whose number was not read are numbered from here (never written in an answer)
@@ -110,7 +114,7 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
     rows = []  # (number, ins, name, atom name, element, xyz)
     used_numbers = set()
     for r in residues:
-        if not r.atom_names:
+        if not r.atom_names and not r.completed:
             continue
         number = r.number if r.number is not None else UNKNOWN_NUMBER + r.group
         while (number, r.ins_code) in used_numbers:
@@ -211,13 +215,15 @@ def _summary(rec) -> dict[str, Any]:
 
 
 def residue_hbonds_from_images(images_by_view: Mapping[str, Any], residue: str, chain: str = DEFAULT_CHAIN, *,
-                               reconstruction=None, labels: Mapping[str, ImageLabels] | None = None
-                               ) -> ImageHBondAnswer:
+                               reconstruction=None, labels: Mapping[str, ImageLabels] | None = None,
+                               fit_residues: bool = True) -> ImageHBondAnswer:
     """T4 from the pictures: H-bonds between the one pictured residue (``ARG 45``, as the question
     states it) and the ligand, answer ``No`` or ``Yes: ARG NH2, O1B; ...``.
 
     Every non-ligand atom belongs to the stated residue (the pictures show only it); its atoms are
-    named by its template, the ligand's by the labels.
+    named by its template, the ligand's by the labels. With ``fit_residues`` the residue's atoms are
+    placed by fitting its ideal geometry to the views (:mod:`misi_agent.tools.residue_fit`, ≈ 0.1 Å)
+    instead of the reconstruction's pseudo-atoms (≈ 1 Å).
     """
     from misi_agent.tools.hbond_format import format_residue_answer
 
@@ -230,6 +236,15 @@ def residue_hbonds_from_images(images_by_view: Mapping[str, Any], residue: str, 
     groups = sorted(int(g) for g in np.unique(rec.residue) if g >= 0)
     known = {g: (name, number, ins) for g in groups}
     residues = identify_residues(rec, labels, known=known)
+    fit = None
+    if fit_residues and residues:
+        views = load_views(images_by_view)
+        residues[0], fit = _fitted_residue(views, rec, residues[0], name)
+        if fit is not None:
+            rec = _without_ligand_atoms_at(rec, np.array(list(fit.coords.values())))
+            rec = _one_ligand_atom_per_place(rec, views)
+            if not np.any(np.asarray(rec.is_ligand, bool)):
+                return _nothing_seen("residue_ligand_interaction", "No", rec, labels)
     ligand = identify_ligand(rec, labels)
     extra = peptide_neighbours(residues[0], np.asarray(rec.coords, float)) if residues else []
     cx = complex_from_identity(rec, residues, ligand, chain=chain, extra=extra)
@@ -237,29 +252,38 @@ def residue_hbonds_from_images(images_by_view: Mapping[str, Any], residue: str, 
     unnamed = [hb for hb in bonds if _unnamed(hb)]
     answer = format_residue_answer([hb for hb in bonds if not _unnamed(hb)])
     named = not unnamed
-    fit = residues[0].graph_fit if residues else 0.0
+    graph_fit = residues[0].graph_fit if residues else 0.0
     notes = []
     if not named:
         notes.append(f"{len(unnamed)} bond(s) to a ligand atom whose name label was not read: found, listed in "
                      f"'bonds', left out of the answer (it cannot name them)")
-    if fit < 1.0:
-        notes.append(f"the residue's reconstructed atoms fit its template only partly ({fit:.2f})")
+    if fit is not None:
+        notes.append(f"residue atoms from its ideal geometry fitted to the views (mean {fit.cost_px:.2f} px per sample)")
+        good = fit.cost_px <= POOR_FIT_PX
+    else:
+        good = graph_fit >= 0.99
+        if graph_fit < 1.0:
+            notes.append(f"the residue's reconstructed atoms fit its template only partly ({graph_fit:.2f})")
     return ImageHBondAnswer("residue_ligand_interaction", answer, tuple(_bond_dict(hb) for hb in bonds),
-                            confident=named and fit >= 0.99, notes=tuple(notes),
+                            confident=named and good, notes=tuple(notes),
                             details={"residue": residues[0].to_dict() if residues else None,
+                                     "residue_fit_px": round(fit.cost_px, 3) if fit is not None else None,
                                      "ligand": ligand.to_dict(), "ligand_bonds": cx.notes[0] if cx.notes else "",
                                      "reconstruction": _summary(rec),
                                      "labels_read": {v: len(l.labels) for v, l in labels.items()}})
 
 
 def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DEFAULT_CHAIN, *,
-                              reconstruction=None, labels: Mapping[str, ImageLabels] | None = None
-                              ) -> ImageHBondAnswer:
+                              reconstruction=None, labels: Mapping[str, ImageLabels] | None = None,
+                              fit_residues: bool = False) -> ImageHBondAnswer:
     """T9 from the pictures: every pocket–ligand H-bond as ``ARG 45 NH2 A, O1B; ...``.
 
     Residue names and numbers come from the labels checked against the residue templates and the
     peptide links; the chain is ``chain`` (not drawn; :data:`DEFAULT_CHAIN` unless the question
-    states one).
+    states one). With ``fit_residues`` the residues near the ligand get their atoms from their ideal
+    geometry fitted to the views (:mod:`misi_agent.tools.residue_fit`, started from their named atoms
+    only). Off by default: on crowded pockets it costs 20–40 s per question and gave no measured gain
+    yet (``eval/results/image_hbonds_residue_fit.md``).
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
 
@@ -268,6 +292,15 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DE
     if not np.any(np.asarray(rec.is_ligand, bool)):
         return _nothing_seen("pocket_ligand_interaction", "None", rec, labels)
     residues = identify_residues(rec, labels)
+    fits = {}
+    if fit_residues and residues:
+        views = load_views(images_by_view)
+        residues, fits = _fitted_pocket(views, rec, residues)
+        placed = [np.asarray(x, float) for r in residues for x in r.completed.values()]
+        rec = _without_ligand_atoms_at(rec, np.array(placed).reshape(-1, 3))
+        rec = _one_ligand_atom_per_place(rec, views)
+        if not np.any(np.asarray(rec.is_ligand, bool)):
+            return _nothing_seen("pocket_ligand_interaction", "None", rec, labels)
     ligand = identify_ligand(rec, labels)
     cx = complex_from_identity(rec, residues, ligand, chain=chain)
     bonds = _unique_bonds(cx)
@@ -282,9 +315,135 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DE
                             confident=not unsure, notes=tuple(notes),
                             details={"residues": [r.to_dict() for r in by_group.values() if r.label in bonded] or [],
                                      "n_residues": len(residues), "ligand": ligand.to_dict(),
+                                     "residues_fitted": {k: round(f.cost_px, 3) for k, f in fits.items()},
                                      "ligand_bonds": cx.notes[0] if cx.notes else "",
                                      "reconstruction": _summary(rec),
                                      "labels_read": {v: len(l.labels) for v, l in labels.items()}})
+
+
+CLASH_A = 0.8  # a 'ligand' atom this close to a fitted residue atom is that residue atom, taken for the ligand
+
+
+def _drop_atoms(rec, drop: np.ndarray):
+    """The record without the atoms where ``drop`` is True (bonds re-indexed)."""
+    from dataclasses import replace
+
+    if not np.any(drop):
+        return rec
+    keep = np.flatnonzero(~drop)
+    new = -np.ones(len(drop), int)
+    new[keep] = np.arange(len(keep))
+    bonds = np.asarray(rec.bonds, int).reshape(-1, 2)
+    bonds = new[bonds[np.all(new[bonds] >= 0, axis=1)]] if len(bonds) else bonds
+    fields = {"coords": np.asarray(rec.coords, float)[keep], "classes": np.asarray(rec.classes)[keep],
+              "is_ligand": np.asarray(rec.is_ligand, bool)[keep], "residue": np.asarray(rec.residue)[keep],
+              "bonds": bonds, "image_xy": {v: np.asarray(xy)[keep] for v, xy in rec.image_xy.items()}}
+    if getattr(rec, "sigma", None) is not None:
+        fields["sigma"] = np.asarray(rec.sigma)[keep]
+    return replace(rec, **fields)
+
+
+def _without_ligand_atoms_at(rec, residue_atoms: np.ndarray):
+    """The record without the ligand atoms that sit on fitted residue atoms (within :data:`CLASH_A`; no real
+    ligand atom can): the reconstruction gives an O/N at the end of a residue's stick near the ligand to the
+    ligand when it is within a half-bond of a ligand carbon."""
+    from scipy.spatial import cKDTree
+
+    is_lig = np.asarray(rec.is_ligand, bool)
+    if not len(residue_atoms) or not is_lig.any():
+        return rec
+    d, _ = cKDTree(residue_atoms).query(np.asarray(rec.coords, float))
+    return _drop_atoms(rec, is_lig & (d < CLASH_A))
+
+
+def _one_ligand_atom_per_place(rec, views):
+    """The record with ligand atoms closer than :data:`MERGE_A` (no two bonded heavy atoms are) reduced to
+    the one that re-projects best onto its class's balls and wide centre lines in the views: the
+    reconstruction adds atoms from the ligand's centre lines where it missed a ball, and a ball matched
+    to a wrong partner in another view lands near a real atom. Duplicates break the ligand's graph, and
+    with it bond orders and donor/acceptor types."""
+    from scipy.spatial import cKDTree
+
+    from misi_agent.tools.reconstruction import _reproject_cost
+
+    coords = np.asarray(rec.coords, float)
+    lig = np.flatnonzero(np.asarray(rec.is_ligand, bool))
+    if len(lig) < 2:
+        return rec
+    pairs = cKDTree(coords[lig]).query_pairs(MERGE_A)
+    if not pairs:
+        return rec
+    D = float(rec.distance)
+    norm = (coords[lig] + np.array([0.0, 0.0, D])) / D
+    cost, _ = _reproject_cost(views, norm, np.asarray(rec.classes)[lig], use_balls=True)
+    tree = cKDTree(coords[lig])
+    kept = np.zeros(len(lig), bool)
+    drop = np.zeros(len(coords), bool)
+    for k in np.argsort(cost, kind="stable"):  # best re-projection first; an atom too close to a kept one goes
+        near = [j for j in tree.query_ball_point(coords[lig[k]], MERGE_A) if j != k and kept[j]]
+        if near:
+            drop[lig[k]] = True
+        else:
+            kept[k] = True
+    return _drop_atoms(rec, drop)
+
+
+MERGE_A = 1.0  # Å: ligand atoms closer than this are one atom (the shortest heavy-atom bond, C≡N, is 1.14 Å)
+POOR_FIT_PX = 0.9  # mean px per sample above which a residue fit is reported unsure
+
+
+def _fitted_residue(views, rec, res: ResidueIdentity, name: str):
+    """``res`` with every atom placed by :func:`~misi_agent.tools.residue_fit.fit_residue` (started from its
+    named atoms, else from its centre-line points), and the fit; ``res`` unchanged when nothing fits."""
+    from dataclasses import replace
+
+    from misi_agent.tools.residue_fit import fit_residue, residue_cloud
+
+    coords = np.asarray(rec.coords, float)
+    named = {n: coords[i] for i, n in res.atom_names.items()}
+    named.update({n: np.asarray(x, float) for n, x in res.completed.items()})
+    cloud, cloud_cls, carbon = residue_cloud(rec)
+    fit = fit_residue(views, name, carbon, float(rec.distance), named=named, cloud=cloud,
+                      cloud_classes=cloud_cls, alone=True)
+    if fit is None:
+        return res, None
+    return replace(res, atom_names={}, completed={n: tuple(map(float, x)) for n, x in fit.coords.items()}), fit
+
+
+NEAR_LIGAND_A = 5.5  # residues with a reconstructed atom this close to a ligand N/O are fitted (pseudo-atoms are ≈ 1 Å off)
+
+
+def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
+                   ) -> tuple[list[ResidueIdentity], dict[str, Any]]:
+    """Every residue with its atoms as coordinates (``completed``; no longer indices into ``rec``): the ones
+    near the ligand fitted to the views by their ideal geometry, the others as reconstructed."""
+    from dataclasses import replace
+
+    from scipy.spatial import cKDTree
+
+    from misi_agent.tools.residue_fit import fit_residue, residue_cloud
+
+    coords = np.asarray(rec.coords, float)
+    is_lig = np.asarray(rec.is_ligand, bool)
+    polar = np.isin(np.asarray(rec.classes), ["O", "N"])
+    lig = coords[is_lig & polar] if np.any(is_lig & polar) else coords[is_lig]
+    tree = cKDTree(lig) if len(lig) else None
+    out, fits = [], {}
+    for r in residues:
+        named = {n: coords[i] for i, n in r.atom_names.items()}
+        named.update({n: np.asarray(x, float) for n, x in r.completed.items()})
+        members = [i for i in r.atoms]
+        near = tree is not None and len(members) and float(tree.query(coords[members])[0].min()) < NEAR_LIGAND_A
+        fit = None
+        if near and named:
+            cloud, cloud_cls, carbon = residue_cloud(rec, r.group)
+            fit = fit_residue(views, r.name, carbon, float(rec.distance), named=named, cloud=cloud,
+                              cloud_classes=cloud_cls, search=False)
+        if fit is not None and fit.cost_px <= POOR_FIT_PX:
+            fits[r.label] = fit
+            named = dict(fit.coords)
+        out.append(replace(r, atom_names={}, completed={n: tuple(map(float, x)) for n, x in named.items()}))
+    return out, fits
 
 
 PHI_DEG = -90.0  # (ours) backbone torsion assumed for the unseen previous residue (between helix -60 and sheet -120)

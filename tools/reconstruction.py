@@ -489,6 +489,12 @@ def _residues(P: np.ndarray, cls: np.ndarray, is_lig: np.ndarray, link: float) -
 # ----------------------------------------------------------------------------- main entry
 
 
+def load_views(images: Mapping[str, Any], fov_deg: float = FOV_DEG, classes: Sequence[str] = DEFAULT_CLASSES
+               ) -> list[ViewData]:
+    """Every view's analysis (camera, colour classes, distance maps, centre lines, balls), in view order."""
+    return _load_views(images, fov_deg, classes)
+
+
 def _load_views(images: Mapping[str, Any], fov_deg: float, classes: Sequence[str]) -> list[ViewData]:
     if not isinstance(images, Mapping) or not images:
         raise ReconstructionError("reconstruct needs the views as a mapping view name -> image")
