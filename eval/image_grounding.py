@@ -55,7 +55,7 @@ from misi_agent.tools.reconstruction import reconstruct  # noqa: E402
 from misi_agent.tools.registration import scene_points  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spatial_tools import first_per_task, side_by_side  # noqa: E402  (the same side-by-side report as the structure-grounded eval)
+from spatial_tools import first_per_task, save_json, side_by_side  # noqa: E402  (the same side-by-side report as the structure-grounded eval)
 
 GEOMETRIC = (T.TRANSLATION, T.ROTATION, T.ZOOMING, T.TRANSLATION_ROTATION, T.ROTATION_ROTATION, T.DOCKING,
              T.INTERACTION_LOCATION)
@@ -270,12 +270,9 @@ def main(argv=None) -> int:
         rec.update(id=q.id, task=q.task, gold=q.answer, composite=s.composite, exact=s.exact, status=s.status)
         records.append(rec)
     summary = summarise(records)
-    data = {"label": args.label, "questions": str(qpath), "reconstruction": rsum, "reconstructions": recon,
-            "summary": summary, "items": records}
-    jpath = out / f"image_grounding_{args.label}.json"
-    tmp = jpath.with_suffix(".part")
-    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
-    tmp.replace(jpath)
+    save_json(out / f"image_grounding_{args.label}.json",
+              {"label": args.label, "questions": str(qpath), "reconstruction": rsum, "reconstructions": recon,
+               "summary": summary, "items": records})
     write_markdown(out / f"image_grounding_{args.label}.md", args.label, str(qpath), summary, rsum, records)
     combined_report(out)
     print(json.dumps({k: (v["median"] if isinstance(v, dict) else v) for k, v in rsum.items()}, default=str))

@@ -209,6 +209,13 @@ def side_by_side(out: Path, stem: str, targets: dict, heading: str, intro: str, 
     plt.close(fig)
 
 
+def save_json(path: Path, data: dict) -> None:
+    """Write ``data`` as JSON through a temporary file, so a killed run never leaves half a results file."""
+    tmp = path.with_suffix(".part")
+    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
 def combined_report(out: Path) -> None:
     """spatial_tools.md and spatial_tools.png: every spatial_tools_<label>.json in ``out`` side by side."""
     side_by_side(out, "spatial_tools", TARGETS, "Spatial tools: composite scores per task and renderer",
@@ -258,10 +265,7 @@ def main(argv=None) -> int:
                 failure_picture(by_id[r["id"]], qpath.parent, r, folder / f"{r['id']}.png")
                 pictured.add(r["id"])
                 per_task[r["task"]] = per_task.get(r["task"], 0) + 1
-    data = {"label": args.label, "questions": str(qpath), "summary": summary, "items": records}
-    tmp = jpath.with_suffix(".part")
-    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
-    tmp.replace(jpath)
+    save_json(jpath, {"label": args.label, "questions": str(qpath), "summary": summary, "items": records})
     write_markdown(out / f"spatial_tools_{args.label}.md", args.label, str(qpath), summary, records, pictured)
     combined_report(out)
     for task, s in summary.items():

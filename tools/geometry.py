@@ -83,6 +83,18 @@ def dihedral(a: Point, b: Point, c: Point, d: Point) -> float:
     return math.degrees(math.atan2(y, x))
 
 
+def kabsch(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The proper rotation R and translation t with R·a + t ≈ b for the rows of ``A`` and ``B`` (n ≥ 3
+    paired points, least squares; Kabsch). Apply to other points as ``X @ R.T + t``."""
+    A = np.asarray(A, dtype=float)
+    B = np.asarray(B, dtype=float)
+    ca, cb = A.mean(axis=0), B.mean(axis=0)
+    U, _, Vt = np.linalg.svd((A - ca).T @ (B - cb))
+    d = np.sign(np.linalg.det(Vt.T @ U.T))
+    R = Vt.T @ np.diag([1.0, 1.0, d]) @ U.T
+    return R, cb - R @ ca
+
+
 def centroid(points: np.ndarray) -> np.ndarray:
     """Mean position of an ``(n, 3)`` array (n ≥ 1)."""
     pts = np.asarray(points, dtype=float).reshape(-1, 3)

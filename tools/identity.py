@@ -38,6 +38,7 @@ import numpy as np
 from rdkit import Chem
 from scipy.optimize import linear_sum_assignment
 
+from misi_agent.tools.geometry import angle, dihedral, kabsch
 from misi_agent.tools.label_reading import ImageLabels, LabelRead, atom_name_reading, residue_reading
 
 PEPTIDE_CN = (1.1, 1.65)  # Å: a C–N distance in this range between two residues is a peptide bond
@@ -229,19 +230,8 @@ def complete_residue(name: str, atom_names: Mapping[int, str], coords: np.ndarra
         return {}
     A = np.array([t.coord[tnames.index(n)] for n in common], float)
     B = np.array([coords[have[n]] for n in common], float)
-    ca, cb = A.mean(0), B.mean(0)
-    U, _, Vt = np.linalg.svd((A - ca).T @ (B - cb))
-    d = np.sign(np.linalg.det(U @ Vt))
-    R = U @ np.diag([1, 1, d]) @ Vt
-    return {n: tuple(map(float, (t.coord[tnames.index(n)] - ca) @ R + cb)) for n in sorted(missing) if n in tnames}
-
-
-def _torsion(p0, p1, p2, p3) -> float:
-    b0, b1, b2 = p0 - p1, p2 - p1, p3 - p2
-    b1 = b1 / (np.linalg.norm(b1) + 1e-9)
-    v = b0 - (b0 @ b1) * b1
-    w = b2 - (b2 @ b1) * b1
-    return math.degrees(math.atan2(float(np.cross(b1, v) @ w), float(v @ w)))
+    R, shift = kabsch(A, B)
+    return {n: tuple(map(float, R @ t.coord[tnames.index(n)] + shift)) for n in sorted(missing) if n in tnames}
 
 
 def iupac_names(name: str, atom_names: dict[int, str], coords: np.ndarray) -> dict[int, str]:
@@ -254,7 +244,7 @@ def iupac_names(name: str, atom_names: dict[int, str], coords: np.ndarray) -> di
     inv = {v: k for k, v in atom_names.items()}
     if not all(x in inv for x in (n1, n2, a, b, c)):
         return atom_names
-    t = _torsion(coords[inv[a]], coords[inv[b]], coords[inv[c]], coords[inv[n1]])
+    t = dihedral(coords[inv[a]], coords[inv[b]], coords[inv[c]], coords[inv[n1]])
     if abs(t) > 90.0:
         out = dict(atom_names)
         out[inv[n1]], out[inv[n2]] = n2, n1
@@ -712,13 +702,8 @@ VALENCE = {"C": 4, "N": 3, "O": 2, "S": 2, "P": 5, "F": 1, "Cl": 1, "Br": 1, "I"
 
 
 def _angles(coords: np.ndarray, i: int, nb: Sequence[int]) -> list[float]:
-    out = []
-    for a in range(len(nb)):
-        for b in range(a + 1, len(nb)):
-            u, v = coords[nb[a]] - coords[i], coords[nb[b]] - coords[i]
-            cosv = float(u @ v / (np.linalg.norm(u) * np.linalg.norm(v) + 1e-9))
-            out.append(math.degrees(math.acos(max(-1.0, min(1.0, cosv)))))
-    return out
+    """Every angle neighbour–i–neighbour in degrees."""
+    return [angle(coords[nb[a]], coords[i], coords[nb[b]]) for a in range(len(nb)) for b in range(a + 1, len(nb))]
 
 
 def _planar_rings(mol: Chem.Mol, coords: np.ndarray, sigma: float = 0.0) -> set[int]:
@@ -738,6 +723,17 @@ def _planar_rings(mol: Chem.Mol, coords: np.ndarray, sigma: float = 0.0) -> set[
     return out
 
 
+def _single_bonded(elements: Sequence[str], bonds: Sequence[tuple[int, int]]) -> Chem.RWMol:
+    """The atoms (unknown element ``X`` as C) joined by single bonds: the graph before bond orders."""
+    rw = Chem.RWMol()
+    for el in elements:
+        rw.AddAtom(Chem.Atom(el if el != "X" else "C"))
+    for a, b in bonds:
+        if rw.GetBondBetweenAtoms(int(a), int(b)) is None:
+            rw.AddBond(int(a), int(b), Chem.BondType.SINGLE)
+    return rw
+
+
 def ligand_molecule(elements: Sequence[str], coords: np.ndarray, bonds: Sequence[tuple[int, int]],
                     sigma: float = 0.0) -> tuple[Chem.Mol, str]:
     """An RDKit molecule of the ligand's heavy atoms with perceived hydrogens, bond orders and charges.
@@ -755,12 +751,7 @@ def ligand_molecule(elements: Sequence[str], coords: np.ndarray, bonds: Sequence
     """
     n = len(elements)
     coords = np.asarray(coords, float)
-    rw = Chem.RWMol()
-    for el in elements:
-        rw.AddAtom(Chem.Atom(el if el != "X" else "C"))
-    for a, b in bonds:
-        if rw.GetBondBetweenAtoms(int(a), int(b)) is None:
-            rw.AddBond(int(a), int(b), Chem.BondType.SINGLE)
+    rw = _single_bonded(elements, bonds)
     base = rw.GetMol()
     Chem.FastFindRings(base)
     flat = _planar_rings(base, coords, sigma)
@@ -831,13 +822,7 @@ def ligand_molecule(elements: Sequence[str], coords: np.ndarray, bonds: Sequence
         Chem.SanitizeMol(mol)
         return mol, "perceived"
     except Exception:
-        rw2 = Chem.RWMol()
-        for el in elements:
-            rw2.AddAtom(Chem.Atom(el if el != "X" else "C"))
-        for a, b in bonds:
-            if rw2.GetBondBetweenAtoms(int(a), int(b)) is None:
-                rw2.AddBond(int(a), int(b), Chem.BondType.SINGLE)
-        m2 = rw2.GetMol()
+        m2 = _single_bonded(elements, bonds).GetMol()
         try:
             Chem.SanitizeMol(m2)
         except Exception:

@@ -87,10 +87,10 @@ def read_all_labels(images_by_view: Mapping[str, Any]) -> dict[str, ImageLabels]
     return {v: read_labels(img) for v, img in images_by_view.items()}
 
 
-def _reconstruct(images_by_view: Mapping[str, Any]):
+def _reconstruct(images_by_view: Mapping[str, Any], views=None):
     from misi_agent.tools.reconstruction import reconstruct
 
-    return reconstruct(images_by_view)
+    return reconstruct(images_by_view, views=views)
 
 
 def parse_residue(text: str) -> tuple[str, int, str]:
@@ -228,7 +228,8 @@ def residue_hbonds_from_images(images_by_view: Mapping[str, Any], residue: str, 
     from misi_agent.tools.hbond_format import format_residue_answer
 
     name, number, ins = parse_residue(residue)
-    rec = reconstruction if reconstruction is not None else _reconstruct(images_by_view)
+    views = load_views(images_by_view) if fit_residues or reconstruction is None else None
+    rec = reconstruction if reconstruction is not None else _reconstruct(images_by_view, views)
     labels = labels if labels is not None else read_all_labels(images_by_view)
     rec = _single_residue(rec)
     if not np.any(np.asarray(rec.is_ligand, bool)):
@@ -238,7 +239,6 @@ def residue_hbonds_from_images(images_by_view: Mapping[str, Any], residue: str, 
     residues = identify_residues(rec, labels, known=known)
     fit = None
     if fit_residues and residues:
-        views = load_views(images_by_view)
         residues[0], fit = _fitted_residue(views, rec, residues[0], name)
         if fit is not None:
             rec = _without_ligand_atoms_at(rec, np.array(list(fit.coords.values())))
@@ -287,14 +287,14 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DE
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
 
-    rec = reconstruction if reconstruction is not None else _reconstruct(images_by_view)
+    views = load_views(images_by_view) if fit_residues or reconstruction is None else None
+    rec = reconstruction if reconstruction is not None else _reconstruct(images_by_view, views)
     labels = labels if labels is not None else read_all_labels(images_by_view)
     if not np.any(np.asarray(rec.is_ligand, bool)):
         return _nothing_seen("pocket_ligand_interaction", "None", rec, labels)
     residues = identify_residues(rec, labels)
     fits = {}
     if fit_residues and residues:
-        views = load_views(images_by_view)
         residues, fits = _fitted_pocket(views, rec, residues)
         placed = [np.asarray(x, float) for r in residues for x in r.completed.values()]
         rec = _without_ligand_atoms_at(rec, np.array(placed).reshape(-1, 3))
@@ -370,13 +370,12 @@ def _one_ligand_atom_per_place(rec, views):
     lig = np.flatnonzero(np.asarray(rec.is_ligand, bool))
     if len(lig) < 2:
         return rec
-    pairs = cKDTree(coords[lig]).query_pairs(MERGE_A)
-    if not pairs:
+    tree = cKDTree(coords[lig])
+    if not tree.query_pairs(MERGE_A):
         return rec
     D = float(rec.distance)
     norm = (coords[lig] + np.array([0.0, 0.0, D])) / D
     cost, _ = _reproject_cost(views, norm, np.asarray(rec.classes)[lig], use_balls=True)
-    tree = cKDTree(coords[lig])
     kept = np.zeros(len(lig), bool)
     drop = np.zeros(len(coords), bool)
     for k in np.argsort(cost, kind="stable"):  # best re-projection first; an atom too close to a kept one goes
@@ -432,7 +431,7 @@ def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
     for r in residues:
         named = {n: coords[i] for i, n in r.atom_names.items()}
         named.update({n: np.asarray(x, float) for n, x in r.completed.items()})
-        members = [i for i in r.atoms]
+        members = list(r.atoms)
         near = tree is not None and len(members) and float(tree.query(coords[members])[0].min()) < NEAR_LIGAND_A
         fit = None
         if near and named:

@@ -507,15 +507,16 @@ def _load_views(images: Mapping[str, Any], fov_deg: float, classes: Sequence[str
 
 
 def reconstruct(images: Mapping[str, Any], *, fov_deg: float = FOV_DEG, distance: float | None = None,
-                classes: Sequence[str] = DEFAULT_CLASSES) -> Reconstruction:
+                classes: Sequence[str] = DEFAULT_CLASSES, views: Sequence[ViewData] | None = None) -> Reconstruction:
     """The 3D atoms the views show (see the module docstring).
 
     ``images`` maps view names (``front``, ``left``, ``top``, and optionally ``back``,
     ``right``, ``bottom``) to images (paths, PIL images or arrays) of one scene drawn with the
     benchmark's conventions. ``distance`` (Å) overrides the bond-length scale when the camera
-    distance is known from elsewhere.
+    distance is known from elsewhere. ``views`` are the images' analyses when the caller already has them
+    (:func:`load_views` of the same images), so that they are not made twice.
     """
-    views = _load_views(images, fov_deg, classes)
+    views = list(views) if views is not None else _load_views(images, fov_deg, classes)
     # --- ligand balls
     lig, lig_cls, lig_seen, lig_cost = _ligand_atoms(views)
     # --- centre-line cloud

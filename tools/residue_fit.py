@@ -33,6 +33,8 @@ from scipy.optimize import least_squares
 from scipy.spatial import cKDTree
 from scipy.spatial.transform import Rotation
 
+from misi_agent.tools.geometry import dihedral, kabsch
+
 SAMPLE_A = 0.25  # Å between samples along a stick
 CAP_PX = 4.0  # a sample's cost is capped here (a part missing from a view does not dominate)
 OCCLUDED_PX = 1.5  # a sample landing on another colour: possibly hidden behind it
@@ -166,6 +168,8 @@ class _Problem:
         self.bi, self.fr, owner = _samples(model)
         cls = np.array([atom_class(model.elements[o], carbon_class) for o in owner])
         self.groups = [(c, np.flatnonzero(cls == c)) for c in np.unique(cls)]
+        carbon = np.flatnonzero(cls == carbon_class)
+        self.carbon_rows = carbon if len(carbon) else np.arange(len(cls))  # what the reverse term measures to
         self.carbon = carbon_class
         self.centre = model.coords.mean(0)
         self.reverse: list[np.ndarray] = [np.zeros((0, 2)) for _ in views]
@@ -202,9 +206,7 @@ class _Problem:
             for c, rows in self.groups:
                 out.append(vm.sample(c, uv[rows]))
             if len(rev):
-                carb = np.concatenate([rows for c, rows in self.groups if c == self.carbon]) if any(
-                    c == self.carbon for c, _ in self.groups) else np.arange(len(P))
-                d, _ = cKDTree(uv[carb]).query(rev)
+                d, _ = cKDTree(uv[self.carbon_rows]).query(rev)
                 out.append(np.minimum(d, CAP_PX) * 0.5)
         return np.concatenate(out)
 
@@ -220,23 +222,6 @@ class _Problem:
             uv = np.nan_to_num(self.project(P, vm, D), nan=-1e4)
             d, _ = cKDTree(uv).query(ridge)
             self.reverse[k] = ridge[d <= REVERSE_REACH_PX]
-
-
-def _kabsch(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """R, t with R·A + t ≈ B (rows are points)."""
-    ca, cb = A.mean(0), B.mean(0)
-    H = (A - ca).T @ (B - cb)
-    U, _, Vt = np.linalg.svd(H)
-    d = np.sign(np.linalg.det(Vt.T @ U.T))
-    R = Vt.T @ np.diag([1.0, 1.0, d]) @ U.T
-    return R, cb - R @ ca
-
-
-def _dihedral(p0: np.ndarray, p1: np.ndarray, p2: np.ndarray, p3: np.ndarray) -> float:
-    b1 = (p2 - p1) / (np.linalg.norm(p2 - p1) + 1e-12)
-    v = (p0 - p1) - ((p0 - p1) @ b1) * b1
-    w = (p3 - p2) - ((p3 - p2) @ b1) * b1
-    return float(np.arctan2(np.cross(b1, v) @ w, v @ w))
 
 
 def start_from_named(model: ResidueModel, named: Mapping[str, np.ndarray]) -> np.ndarray | None:
@@ -257,17 +242,17 @@ def start_from_named(model: ResidueModel, named: Mapping[str, np.ndarray]) -> np
             continue
         P = [named[model.atom_names[k]] for k in (ps[0], a, b, qs[0])]
         X = articulate(model, deltas)
-        deltas[j] = _dihedral(*P) - _dihedral(X[ps[0]], X[a], X[b], X[qs[0]])
+        deltas[j] = np.radians(dihedral(*P) - dihedral(X[ps[0]], X[a], X[b], X[qs[0]]))
     X = articulate(model, deltas)
     A = X[common] - model.coords.mean(0)
     B = np.array([named[model.atom_names[k]] for k in common], float)
-    R, t = _kabsch(A, B)
+    R, t = kabsch(A, B)
     return np.concatenate([Rotation.from_matrix(R).as_rotvec(), t, deltas])
 
 
 def _starts_from_cloud(model: ResidueModel, cloud: np.ndarray, n_orient: int = 24, seed: int = 0) -> list[np.ndarray]:
-    """Starting poses when no atom is named: orientations about the residue cloud's centre, each with
-    the ideal torsions and the three staggered χ1 values."""
+    """Starting poses when no atom is named: random orientations about the residue cloud's centre, with the
+    ideal torsions (the torsion flips come after the fit)."""
     rng = np.random.default_rng(seed)
     rots = Rotation.random(n_orient, random_state=rng).as_rotvec()
     c = cloud.mean(0)
