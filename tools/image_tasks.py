@@ -60,7 +60,8 @@ HBOND_SHELL_A = (2.3, 3.8)  # Å: where an H-bond partner of the ligand atom can
 HBOND_IDEAL_A = 2.9  # Å: the typical donor–acceptor distance of an H-bond
 NAME_BONUS_A = 0.6  # Å: a partner named as the question names it by its residue template counts as this much nearer the ideal
 PAIR_TIE_A = 0.5  # Å: with the ligand atom unknown, pairs this close to the cheapest are all kept
-LIGAND_BOND_A = 1.75  # Å: an N/O this close to a ligand atom is bonded to it (the ligand's, whatever its colour says)
+LIGAND_BOND_A = 2.0  # Å: an N/O this close to a ligand atom is bonded to it (the ligand's, whatever its colour says):
+# bonds to N/O are ≤ 1.5 Å plus the reconstruction's error; no pocket heavy atom comes this close (H-bonds ≥ 2.5 Å)
 POCKET_CENTRE_WEIGHT = 5.0  # score per Å between the docked ligand's centre and the pocket's centre along x
 
 
