@@ -212,7 +212,20 @@ def write_markdown(path: Path, label: str, source: str, summary: dict, rsum: dic
     for r in bad:
         lines.append(f"- `{r['id']}`: gold `{r['gold']}`, tool `{r.get('prediction')}` (composite {r['composite']:.2f}, "
                      f"camera distance {r.get('distance_A')} Å){' ' + str(r['error'])[:160] if r.get('error') else ''}")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path.write_text("\n".join(lines) + "\n" + kept_notes(path), encoding="utf-8")
+
+
+NOTE_HEADING = "## Note"
+
+
+def kept_notes(path: Path) -> str:
+    """The hand-written ``## Note ...`` sections at the end of an existing report (from the first such heading
+    on), so that regenerating the tables does not erase the measurements recorded under them."""
+    if not path.exists():
+        return ""
+    text = path.read_text(encoding="utf-8")
+    at = text.find("\n" + NOTE_HEADING)
+    return "" if at < 0 else text[at:].rstrip("\n") + "\n"
 
 
 def combined_report(out: Path) -> None:

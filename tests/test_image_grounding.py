@@ -116,3 +116,25 @@ def test_interaction_location_from_images_finds_the_named_bond(tmp_path):
         assert np.linalg.norm(need - true_need) < 1.5, (q.id, need, true_need, ans.details["option_chosen_by"])
         right += ans.answer == q.answer
     assert right >= len(qs) - 1
+
+
+def test_report_redraw_keeps_the_recorded_notes(tmp_path):
+    """eval/image_grounding.py --redraw rewrites the tables from the saved results and keeps the
+    '## Note' sections recorded under them (they hold measurements that are nowhere else)."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(repo / "eval"))
+    import image_grounding
+
+    shutil.copy(repo / "eval" / "results" / "image_grounding_raster.json", tmp_path)
+    md = tmp_path / "image_grounding_raster.md"
+    md.write_text("# stale table\n\n| translation | 1 |\n\n## Note (test): measured by hand\n\nkept text\n", encoding="utf-8")
+    assert image_grounding.main(["unused.jsonl", "--label", "raster", "--out", str(tmp_path), "--redraw"]) == 0
+    text = md.read_text(encoding="utf-8")
+    assert "stale table" not in text and "| translation | 50 |" in text  # the table is regenerated
+    assert text.rstrip().endswith("## Note (test): measured by hand\n\nkept text")  # the note is kept, once
+    assert text.count("## Note (test)") == 1
+    assert (tmp_path / "image_grounding.md").exists()
