@@ -126,3 +126,25 @@ def test_no_ligand_reconstructed_gives_an_unsure_answer(cx):
     ans = pocket_hbonds_from_images({}, reconstruction=rec, labels={})
     assert (ans.answer, ans.confident, ans.bonds) == ("None", False, ())
     assert "no ligand atoms" in ans.notes[0]
+
+
+def test_residue_labels_triangulated_near_their_residues(cx):
+    """The pocket drawn whole (as T9 draws it), reconstructed from its six views: every residue label
+    read in two or more views triangulates to a point near the residue's CA, where labels are anchored
+    (this is what lets a label name the right residue group in a crowded pocket)."""
+    from misi_agent.tools.identity import LABEL_3D_MAX_A, label_anchors_3d
+    from misi_agent.tools.image_hbonds import read_all_labels
+    from misi_agent.tools.reconstruction import reconstruct
+
+    scenes = [scene_from_complex(cx, v) for v in VIEW_NAMES]
+    images = {v: r.image for v, r in zip(VIEW_NAMES, RasterRenderer().render_many(scenes, 512))}
+    rec = reconstruct(images)
+    anchors = label_anchors_3d(rec, read_all_labels(images))
+    front = scenes[0]
+    Dt = float(-front.coords[:, 2].mean())
+    ca = {(front.residue_keys[front.residue[i]].name, str(front.residue_keys[front.residue[i]].number)):
+          (front.coords[i] + np.array([0.0, 0.0, Dt])) / Dt
+          for i in range(len(front)) if not front.is_ligand[i] and front.atom_names[i] == "CA"}
+    dist = np.array([np.linalg.norm(p - ca[t]) * Dt for t, p in anchors.items() if t in ca])
+    assert len(anchors) >= 30 and len(dist) >= 0.9 * len(anchors)  # texts read right, in two views or more
+    assert np.median(dist) < 2.0 and np.all(dist < LABEL_3D_MAX_A), np.round(np.sort(dist), 1)
