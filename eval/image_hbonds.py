@@ -257,7 +257,8 @@ def run(set_dir: Path, renderer: str, noise: float, limit: int | None, arms: lis
                                                      r["chain"], reconstruction=rec, labels=labels,
                                                      fit_residues=not arm.startswith("oracle"))
                 else:
-                    ans = pocket_hbonds_from_images(images, reconstruction=rec, labels=labels)
+                    ans = pocket_hbonds_from_images(images, reconstruction=rec, labels=labels,
+                                                    fit_residues=not arm.startswith("oracle"))
                 pred = ans.answer
                 err = None
             except Exception as exc:  # an item that fails scores 0 and is listed

@@ -275,19 +275,20 @@ def residue_hbonds_from_images(images_by_view: Mapping[str, Any], residue: str, 
 
 def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DEFAULT_CHAIN, *,
                               reconstruction=None, labels: Mapping[str, ImageLabels] | None = None,
-                              fit_residues: bool = False) -> ImageHBondAnswer:
+                              fit_residues: bool = True) -> ImageHBondAnswer:
     """T9 from the pictures: every pocket–ligand H-bond as ``ARG 45 NH2 A, O1B; ...``.
 
-    Residue names and numbers come from the labels checked against the residue templates and the
-    peptide links; the chain is ``chain`` (not drawn; :data:`DEFAULT_CHAIN` unless the question
-    states one). With ``fit_residues`` the residues near the ligand get their atoms from their ideal
-    geometry fitted to the views (:mod:`misi_agent.tools.residue_fit`, started from their named atoms
-    only). Off by default: on crowded pockets it costs 20–40 s per question and gave no measured gain
-    yet (``eval/results/image_hbonds_residue_fit.md``).
+    Residue names and numbers come from the labels (triangulated over the views) checked against the
+    residue templates and the peptide links; the chain is ``chain`` (not drawn; :data:`DEFAULT_CHAIN`
+    unless the question states one). With ``fit_residues`` the residues near the ligand get their atoms
+    from their ideal geometry fitted to the views (:mod:`misi_agent.tools.residue_fit`, started from their
+    named atoms): about 20–60 s per question; raster T9 on 20 items 8.9 without, 13.2 with
+    (``eval/results/image_hbonds_residue_fit.md``). Pass ``fit_residues=False`` for exact atoms (an
+    oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
 
-    views = load_views(images_by_view) if fit_residues or reconstruction is None else None
+    views = load_views(images_by_view) if reconstruction is None else None
     rec = reconstruction if reconstruction is not None else _reconstruct(images_by_view, views)
     labels = labels if labels is not None else read_all_labels(images_by_view)
     if not np.any(np.asarray(rec.is_ligand, bool)):
@@ -295,6 +296,7 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DE
     residues = identify_residues(rec, labels)
     fits = {}
     if fit_residues and residues:
+        views = views if views is not None else load_views(images_by_view)
         residues, fits = _fitted_pocket(views, rec, residues)
         placed = [np.asarray(x, float) for r in residues for x in r.completed.values()]
         rec = _without_ligand_atoms_at(rec, np.array(placed).reshape(-1, 3))
