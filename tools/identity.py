@@ -448,10 +448,12 @@ def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: 
     if texts and free:
         S = np.zeros((len(free), len(texts)))
         D = float(rec.distance)
+        anchor_texts = list(anchors)
+        anchor_a = np.array([anchors[t] for t in anchor_texts]).reshape(-1, 3) * D - np.array([0.0, 0.0, D])  # Å
         for a, g in enumerate(free):
             fits = graph_fits[g]
-            near = {t: float(np.linalg.norm(coords[members[g]] - (p * D - np.array([0.0, 0.0, D])), axis=1).min())
-                    for t, p in anchors.items()}
+            gap = np.linalg.norm(coords[members[g]][:, None, :] - anchor_a[None], axis=2).min(axis=0)
+            near = dict(zip(anchor_texts, gap.tolist()))
             for b, t in enumerate(texts):
                 if t in anchors:
                     d = near[t]
@@ -509,13 +511,14 @@ def label_anchors_3d(rec, labels_by_view: Mapping[str, ImageLabels], fov_deg: fl
     from scipy.optimize import least_squares
 
     from misi_agent.camera import FOV_DEG, view_rotation
+    from misi_agent.tools.reconstruction import NormView
 
     w, h = (int(x) for x in getattr(rec, "image_size", (512, 512)))
     focal = (w / 2.0) / math.tan(math.radians((fov_deg or FOV_DEG) / 2.0))
-    reads: dict[tuple[str, str], list[tuple[str, np.ndarray, np.ndarray]]] = {}
+    reads: dict[tuple[str, str], list[tuple[NormView, np.ndarray]]] = {}
     for view, labs in labels_by_view.items():
         try:
-            R = view_rotation(view)
+            cam = NormView(view, w, h, focal, view_rotation(view))
         except (KeyError, ValueError):
             continue
         for lab in labs.of_kind("residue"):
@@ -523,18 +526,14 @@ def label_anchors_3d(rec, labels_by_view: Mapping[str, ImageLabels], fov_deg: fl
             if rr is None:
                 continue
             x0, y0, x1, y1 = lab.box
-            reads.setdefault((rr[0], rr[1]), []).append((view, R, np.array([(x0 + x1) / 2.0, (y0 + y1) / 2.0])))
+            reads.setdefault((rr[0], rr[1]), []).append((cam, np.array([(x0 + x1) / 2.0, (y0 + y1) / 2.0])))
     out = {}
     for text, obs in reads.items():
-        if len({v for v, _, _ in obs}) < 2:
+        if len({cam.name for cam, _ in obs}) < 2:
             continue
-        Rs = np.array([R for _, R, _ in obs])
-        uv = np.array([u for _, _, u in obs])
 
-        def res(p):
-            q = Rs @ p
-            depth = np.maximum(1.0 - q[:, 2], 1e-3)
-            return np.concatenate([w / 2.0 + focal * q[:, 0] / depth - uv[:, 0], h / 2.0 - focal * q[:, 1] / depth - uv[:, 1]])
+        def res(p, obs=obs):
+            return np.concatenate([cam.project(p[None])[0][0] - uv for cam, uv in obs])
 
         out[text] = least_squares(res, np.zeros(3), loss="soft_l1", f_scale=20.0).x
     return out

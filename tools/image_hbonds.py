@@ -393,6 +393,14 @@ MERGE_A = 1.0  # Å: ligand atoms closer than this are one atom (the shortest he
 POOR_FIT_PX = 0.9  # mean px per sample above which a residue fit is reported unsure
 
 
+def _named_coords(res: ResidueIdentity, coords: np.ndarray) -> dict[str, np.ndarray]:
+    """Atom name -> Å of the residue's atoms named so far: its reconstructed atoms, then the template atoms
+    placed from them (the starting point of a fit)."""
+    named = {n: coords[i] for i, n in res.atom_names.items()}
+    named.update({n: np.asarray(x, float) for n, x in res.completed.items()})
+    return named
+
+
 def _fitted_residue(views, rec, res: ResidueIdentity, name: str):
     """``res`` with every atom placed by :func:`~misi_agent.tools.residue_fit.fit_residue` (started from its
     named atoms, else from its centre-line points), and the fit; ``res`` unchanged when nothing fits."""
@@ -400,9 +408,7 @@ def _fitted_residue(views, rec, res: ResidueIdentity, name: str):
 
     from misi_agent.tools.residue_fit import fit_residue, residue_cloud
 
-    coords = np.asarray(rec.coords, float)
-    named = {n: coords[i] for i, n in res.atom_names.items()}
-    named.update({n: np.asarray(x, float) for n, x in res.completed.items()})
+    named = _named_coords(res, np.asarray(rec.coords, float))
     cloud, cloud_cls, carbon = residue_cloud(rec)
     fit = fit_residue(views, name, carbon, float(rec.distance), named=named, cloud=cloud,
                       cloud_classes=cloud_cls, alone=True)
@@ -422,7 +428,7 @@ def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
 
     from scipy.spatial import cKDTree
 
-    from misi_agent.tools.residue_fit import fit_residue, residue_cloud
+    from misi_agent.tools.residue_fit import DEFAULT_CARBON, fit_residue, residue_carbon_class
 
     coords = np.asarray(rec.coords, float)
     is_lig = np.asarray(rec.is_ligand, bool)
@@ -431,15 +437,13 @@ def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
     tree = cKDTree(lig) if len(lig) else None
     out, fits = [], {}
     for r in residues:
-        named = {n: coords[i] for i, n in r.atom_names.items()}
-        named.update({n: np.asarray(x, float) for n, x in r.completed.items()})
+        named = _named_coords(r, coords)
         members = list(r.atoms)
         near = tree is not None and len(members) and float(tree.query(coords[members])[0].min()) < NEAR_LIGAND_A
         fit = None
-        if near and named:
-            cloud, cloud_cls, carbon = residue_cloud(rec, r.group)
-            fit = fit_residue(views, r.name, carbon, float(rec.distance), named=named, cloud=cloud,
-                              cloud_classes=cloud_cls, search=False)
+        if near and named:  # from the named atoms only (no search from the residue's points: too slow here)
+            carbon = residue_carbon_class(rec, r.group) or DEFAULT_CARBON
+            fit = fit_residue(views, r.name, carbon, float(rec.distance), named=named, search=False)
         if fit is not None and fit.cost_px <= POOR_FIT_PX:
             fits[r.label] = fit
             named = dict(fit.coords)

@@ -444,6 +444,26 @@ def iupac_coords(name: str, coords: Mapping[str, np.ndarray]) -> dict[str, np.nd
     return {renamed[k]: X[k] for k in range(len(names))}
 
 
+DEFAULT_CARBON = "POCKET_C0"  # the carbon class assumed for a residue when the pictures show no pocket carbon
+
+
+def _members(rec, group: int | None) -> np.ndarray:
+    """Indices of the group's atoms (every non-ligand atom when ``group`` is None)."""
+    return (np.flatnonzero(np.asarray(rec.residue) == group) if group is not None
+            else np.flatnonzero(~np.asarray(rec.is_ligand, bool)))
+
+
+def residue_carbon_class(rec, group: int | None = None) -> str | None:
+    """The pocket carbon colour class the residue is drawn in: the commonest among its atoms (among all the
+    reconstruction's centre-line points when its atoms have none); None when the pictures show no pocket carbon."""
+    from misi_agent.tools.atom_detection import POCKET_CLASSES
+
+    carbon_classes = [str(c) for c in np.asarray(rec.classes)[_members(rec, group)] if str(c) in POCKET_CLASSES]
+    if not carbon_classes:
+        carbon_classes = [str(c) for c in np.asarray(rec.cloud_classes) if str(c) in POCKET_CLASSES]
+    return max(set(carbon_classes), key=carbon_classes.count) if carbon_classes else None
+
+
 def residue_cloud(rec, group: int | None = None, ligand_gap_a: float = 1.0, reach_a: float = 2.0
                   ) -> tuple[np.ndarray, np.ndarray, str]:
     """The reconstruction's centre-line points of one pocket residue (all pocket points when ``group``
@@ -454,14 +474,10 @@ def residue_cloud(rec, group: int | None = None, ligand_gap_a: float = 1.0, reac
     cl, cc = np.asarray(rec.cloud, float), np.asarray(rec.cloud_classes)
     coords = np.asarray(rec.coords, float)
     lig = coords[np.asarray(rec.is_ligand, bool)]
-    members = (np.flatnonzero(np.asarray(rec.residue) == group) if group is not None
-               else np.flatnonzero(~np.asarray(rec.is_ligand, bool)))
-    carbon_classes = [str(c) for c in np.asarray(rec.classes)[members] if str(c) in POCKET_CLASSES]
-    if not carbon_classes:
-        carbon_classes = [str(c) for c in cc if str(c) in POCKET_CLASSES]
-    if not carbon_classes:
-        return np.zeros((0, 3)), np.zeros(0, dtype="<U9"), "POCKET_C0"
-    carbon = max(set(carbon_classes), key=carbon_classes.count)
+    members = _members(rec, group)
+    carbon = residue_carbon_class(rec, group)
+    if carbon is None:
+        return np.zeros((0, 3)), np.zeros(0, dtype="<U9"), DEFAULT_CARBON
     if not len(cl):
         return np.zeros((0, 3)), np.zeros(0, dtype="<U9"), carbon
     keep = np.ones(len(cl), bool)
