@@ -59,6 +59,8 @@ HBOND_A = 3.4  # Å: ligand O/N to pocket O/N within this distance may be H-bond
 HBOND_SHELL_A = (2.3, 3.8)  # Å: where an H-bond partner of the ligand atom can be
 HBOND_IDEAL_A = 2.9  # Å: the typical donor–acceptor distance of an H-bond
 NAME_BONUS_A = 0.6  # Å: a partner named as the question names it by its residue template counts as this much nearer the ideal
+GROUP_BONUS_A = 0.4  # Å: a partner in the residue group identified as the named residue (label read, or its template
+# fitted) counts as this much nearer the ideal, whatever atom name the template gave it
 PAIR_TIE_A = 0.5  # Å: with the ligand atom unknown, pairs this close to the cheapest are all kept
 LIGAND_BOND_A = 2.0  # Å: an N/O this close to a ligand atom is bonded to it (the ligand's, whatever its colour says):
 # bonds to N/O are ≤ 1.5 Å plus the reconstruction's error; no pocket heavy atom comes this close (H-bonds ≥ 2.5 Å)
@@ -515,8 +517,8 @@ def bond_candidates(rec: Reconstruction, labels: Mapping[str, Any], bond: Mappin
     for r in residues:
         if r.name == name and f"{r.number}{r.ins_code}" == number:
             for k in r.atoms:
-                if k in prior and str(r.atom_names.get(k, "")).upper() == atom:
-                    prior[k] -= NAME_BONUS_A
+                if k in prior:
+                    prior[k] -= GROUP_BONUS_A + (NAME_BONUS_A if str(r.atom_names.get(k, "")).upper() == atom else 0.0)
     how = f"{how_lig}; named residue's label read in {len(boxes)} view(s)"
     return BondCandidates(lig_prior, ligand_named, prior, how)
 
@@ -549,8 +551,9 @@ def bond_pairs(rec: Reconstruction, cands: BondCandidates) -> tuple[list[tuple[i
     if not allp:
         return [(k, k) for k in ligs], "no partner atom: ligand atom alone"
     P = rec.coords[allp]
-    out = [(k, allp[int(np.argmin(np.linalg.norm(P - rec.coords[k], axis=1)))]) for k in ligs]
-    return out, "nearest pocket atom (none at H-bond distance)"
+    prior = np.array([cands.residue[j] for j in allp])
+    out = [(k, allp[int(np.argmin(np.linalg.norm(P - rec.coords[k], axis=1) + prior))]) for k in ligs]
+    return out, "nearest pocket atom, its prior added (none at H-bond distance)"
 
 
 def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: Mapping[str, str],
