@@ -149,3 +149,58 @@ def test_residue_labels_triangulated_near_their_residues(cx):
     dist = np.array([np.linalg.norm(p - ca[t]) * Dt for t, p in anchors.items() if t in ca])
     assert len(anchors) >= 30 and len(dist) >= 0.9 * len(anchors)  # texts read right, in two views or more
     assert np.median(dist) < 2.0 and np.all(dist < LABEL_3D_MAX_A), np.round(np.sort(dist), 1)
+
+
+def _group_with(rec, sc, name: str, number: int, extra: list[int]):
+    """``rec`` with the atoms ``extra`` moved into residue (name, number)'s group, and that group's identity
+    as the question would state it (no atom named yet)."""
+    from dataclasses import replace
+
+    from misi_agent.tools.identity import ResidueIdentity
+
+    g = next(k for k, key in enumerate(sc.residue_keys) if key.name == name and key.number == number)
+    residue = np.asarray(rec.residue).copy()
+    residue[extra] = g
+    rec = replace(rec, residue=residue)
+    atoms = tuple(int(i) for i in np.flatnonzero(residue == g))
+    return rec, ResidueIdentity(g, atoms, name, number, "", {}, 0.0, "question", "question")
+
+
+def test_polar_alternatives_leave_a_neighbours_nitrogen_out(cx):
+    """A residue group that took in the next residue's backbone N (bonded to its C; N has no residue colour)
+    has one N too many for any Lys naming: leaving strays out in turn names every polar atom as the entry does."""
+    from misi_agent.tools.identity import polar_alternatives
+
+    rec = oracle_reconstruction(cx)
+    sc = scene_from_complex(cx, "front")
+    stray = [i for i in range(len(sc)) if sc.atom_names[i] == "N" and not sc.is_ligand[i]
+             and sc.residue_keys[sc.residue[i]].number == 109]
+    rec, res = _group_with(rec, sc, "LYS", 108, stray)
+    alts = polar_alternatives(rec, res)
+    polar = [i for i in res.atoms if str(sc.elements[i]) in ("N", "O") and i not in stray]
+    assert alts and {i: alts[0].get(i) for i in polar} == {i: str(sc.atom_names[i]) for i in polar}
+    assert stray[0] not in alts[0]
+
+
+def test_fit_picks_the_naming_the_views_show(cx):
+    """Only Tyr 106's ring tip (CE1-CZ-OH, beside the ligand) reconstructed: as a graph it is as much the
+    backbone CA-C-O as CE1-CZ-OH. Started from each naming, the residue fitted to the six raster views puts OH
+    where the entry has it, not the backbone O."""
+    from dataclasses import replace
+
+    from misi_agent.tools.image_hbonds import _fitted_pocket, load_views
+
+    scenes = [scene_from_complex(cx, v) for v in VIEW_NAMES]
+    images = {v: r.image for v, r in zip(VIEW_NAMES, RasterRenderer().render_many(scenes, 512))}
+    rec = oracle_reconstruction(cx)
+    sc = scenes[0]
+    tyr = [i for i in range(len(sc)) if not sc.is_ligand[i] and sc.residue_keys[sc.residue[i]].number == 106]
+    tip = {str(sc.atom_names[i]): i for i in tyr if sc.atom_names[i] in ("CE1", "CZ", "OH")}
+    residue = np.asarray(rec.residue).copy()
+    residue[[i for i in tyr if i not in tip.values()]] = -2  # the rest of the residue not reconstructed
+    rec, res = _group_with(replace(rec, residue=residue), sc, "TYR", 106, [])
+    res = replace(res, atom_names={tip["OH"]: "O", tip["CZ"]: "C", tip["CE1"]: "CA"})  # the likelier graph naming
+    (fitted,), fits = _fitted_pocket(load_views(images), rec, [res])
+    assert "TYR 106" in fits
+    assert np.linalg.norm(np.asarray(fitted.completed["OH"]) - sc.coords[tip["OH"]]) < 1.0
+    assert np.linalg.norm(np.asarray(fitted.completed["O"]) - sc.coords[tip["OH"]]) > 3.0

@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import combinations
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import networkx as nx
 import numpy as np
@@ -157,55 +158,119 @@ def _ideal_lengths(name: str) -> dict[frozenset, float]:
             for a, b, _ in t.bonds.as_array()}
 
 
-def match_template(rg: nx.Graph, name: str, coords: np.ndarray | None = None,
-                   context: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[dict[int, str] | None, float]:
-    """Atom names for the reconstructed residue graph ``rg`` from template ``name``: a monomorphism
-    of ``rg`` into the template preserving elements (missing template atoms allowed). Returns
-    (index -> atom name, share of template atoms matched), or (None, 0).
+def template_mappings(rg: nx.Graph, name: str, coords: np.ndarray | None = None,
+                      context: tuple[np.ndarray, np.ndarray] | None = None, limit: int = 48) -> list[dict[int, str]]:
+    """Every way (up to ``limit``) of naming the reconstructed residue graph ``rg`` from template ``name``:
+    monomorphisms of ``rg`` into the template preserving elements (missing template atoms allowed),
+    likeliest first.
 
-    When several mappings fit (Ser: backbone C=O and side-chain CB–OG look alike as a graph), the
-    one with L-amino-acid chirality at CA wins, then the one whose bond lengths are closest to the
-    template's ideal ones, a backbone C or N that makes a peptide bond to another residue
-    (``context``: coordinates of the other residues' N and C atoms) counting in its favour.
+    Several mappings fit when the graph is short (a Lys side-chain tip N–C–C reads as its backbone
+    N–CA–C; a Ser C–O as C=O or CB–OG). They are ranked by L-amino-acid chirality at CA, then by how
+    close their bond lengths are to the template's ideal ones, a backbone C or N that makes a peptide
+    bond to another residue (``context``: coordinates of the other residues' N and C atoms) counting
+    in its favour. The ranking is a guess where the graph is this ambiguous; the images decide
+    between the candidates (:func:`misi_agent.tools.image_hbonds._fitted_pocket`).
     """
     tg = template_graph(name)
     if tg is None or rg.number_of_nodes() == 0 or rg.number_of_nodes() > tg.number_of_nodes():
-        return None, 0.0
+        return []
     gm = nx.algorithms.isomorphism.GraphMatcher(tg, rg, node_match=lambda a, b: a["element"] == b["element"])
     maps = []
     for k, m in enumerate(gm.subgraph_monomorphisms_iter()):
         maps.append({r: t for t, r in m.items()})
-        if k >= 47:
+        if k >= limit - 1:
             break
+    if len(maps) > 1 and coords is not None:
+        # mappings that differ only by symmetric atoms score alike; keep the first of equals (stable)
+        maps.sort(key=lambda mp: round(mapping_score(rg, name, mp, coords, context), 6))
+    return maps
+
+
+def mapping_score(rg: nx.Graph, name: str, mp: Mapping[int, str], coords: np.ndarray,
+                  context: tuple[np.ndarray, np.ndarray] | None = None) -> float:
+    """How unlikely a naming ``mp`` of graph ``rg`` is (lower is likelier): the summed deviation (Å) of its bond
+    lengths from the template's ideal ones, 2 for D chirality at CA, less 1 for each backbone C or N that
+    makes a peptide bond to another residue (``context``: the other residues' N and C coordinates)."""
+    ideal = _ideal_lengths(name)
+    s = 0.0
+    for a, b in rg.edges():
+        L = ideal.get(frozenset((mp[a], mp[b])))
+        if L is not None:
+            s += abs(float(np.linalg.norm(coords[a] - coords[b])) - L)
+    inv = {v: k for k, v in mp.items()}
+    if all(x in inv for x in ("N", "CA", "C", "CB")):  # L-amino acid: (N-CA).((C-CA)x(CB-CA)) > 0
+        ca = coords[inv["CA"]]
+        vol = float(np.dot(coords[inv["N"]] - ca, np.cross(coords[inv["C"]] - ca, coords[inv["CB"]] - ca)))
+        s += 2.0 if vol < 0 else 0.0
+    if context is not None:
+        other_n, other_c = context
+        if "C" in inv and len(other_n):
+            s -= 1.0 * bool((np.linalg.norm(other_n - coords[inv["C"]], axis=1) < PEPTIDE_CN[1]).any())
+        if "N" in inv and len(other_c):
+            s -= 1.0 * bool((np.linalg.norm(other_c - coords[inv["N"]], axis=1) < PEPTIDE_CN[1]).any())
+    return s
+
+
+def match_template(rg: nx.Graph, name: str, coords: np.ndarray | None = None,
+                   context: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[dict[int, str] | None, float]:
+    """Atom names for the reconstructed residue graph ``rg`` from template ``name``: the likeliest of
+    :func:`template_mappings`. Returns (index -> atom name, share of template atoms matched), or (None, 0)."""
+    maps = template_mappings(rg, name, coords, context)
     if not maps:
         return None, 0.0
-    if len(maps) > 1 and coords is not None:
-        ideal = _ideal_lengths(name)
-
-        def score(mp):
-            s = 0.0
-            for a, b in rg.edges():
-                L = ideal.get(frozenset((mp[a], mp[b])))
-                if L is not None:
-                    s += abs(float(np.linalg.norm(coords[a] - coords[b])) - L)
-            inv = {v: k for k, v in mp.items()}
-            if all(x in inv for x in ("N", "CA", "C", "CB")):  # L-amino acid: (N-CA).((C-CA)x(CB-CA)) > 0
-                ca = coords[inv["CA"]]
-                vol = float(np.dot(coords[inv["N"]] - ca, np.cross(coords[inv["C"]] - ca, coords[inv["CB"]] - ca)))
-                s += 2.0 if vol < 0 else 0.0
-            if context is not None:
-                other_n, other_c = context
-                if "C" in inv and len(other_n):
-                    s -= 1.0 * bool((np.linalg.norm(other_n - coords[inv["C"]], axis=1) < PEPTIDE_CN[1]).any())
-                if "N" in inv and len(other_c):
-                    s -= 1.0 * bool((np.linalg.norm(other_c - coords[inv["N"]], axis=1) < PEPTIDE_CN[1]).any())
-            return s
-
-        # mappings that differ only by symmetric atoms score alike; keep the first of equals (stable)
-        maps.sort(key=lambda mp: round(score(mp), 6))
     best = maps[0]
-    n_core = sum(1 for n in tg.nodes if n != "OXT")
+    n_core = sum(1 for n in template_graph(name).nodes if n != "OXT")
     return best, sum(1 for v in best.values() if v != "OXT") / n_core
+
+
+MAX_STRAYS = 2  # N/O atoms of other residues a group may hold (left out in turn to name the rest)
+
+
+def polar_alternatives(rec, res: "ResidueIdentity", max_n: int = 4,
+                       focus: Collection[int] | None = None) -> list[dict[int, str]]:
+    """Namings of ``res``'s reconstructed atoms from its template that differ in what they call its N/O
+    atoms (the ones an H-bond list names; with ``focus``, only those of its N/O atoms in ``focus``: the ones
+    near the ligand), likeliest first, the current naming first; at most ``max_n``.
+
+    The same graph search as :func:`identify_residues` (the whole group, else its largest connected
+    part that fits), keeping the runners-up instead of only the best.
+    """
+    coords = np.asarray(rec.coords, float)
+    classes = [str(c) for c in rec.classes]
+    idx = list(res.atoms)
+    rg = residue_graph(coords, classes, rec.bonds, idx)
+    polar = [i for i in idx if element_of_class(classes[i]) in ("N", "O")]
+    key_atoms = [i for i in polar if focus is None or i in focus]
+    mine = set(idx)
+    others = [i for i in range(len(classes)) if i not in mine and rec.residue[i] >= 0]
+    ctx = (coords[[i for i in others if classes[i] == "N"]].reshape(-1, 3),
+           coords[[i for i in others if classes[i].startswith("POCKET_C")]].reshape(-1, 3))
+    maps = template_mappings(rg, res.name, coords, ctx)
+    for k in range(1, MAX_STRAYS + 1):  # a group holds a neighbour's N or O (same colour): leave strays out
+        if maps:
+            break
+        found = []
+        for drop in combinations(polar, k):
+            sub = rg.subgraph(set(idx) - set(drop)).copy()
+            found += [(mapping_score(sub, res.name, m, coords, ctx), n, m)
+                      for n, m in enumerate(template_mappings(sub, res.name, coords, ctx, limit=8))]
+        maps = [m for _, _, m in sorted(found, key=lambda t: (round(t[0], 6), t[1]))]
+    if not maps:
+        for comp in sorted(nx.connected_components(rg), key=len, reverse=True):
+            maps = template_mappings(rg.subgraph(comp).copy(), res.name, coords, ctx)
+            if maps:
+                break
+    maps = [m for m in maps if "OXT" not in m.values()] or maps  # pocket residues are seldom C-terminal
+    out, seen = [], set()
+    for mp in [dict(res.atom_names)] + [iupac_names(res.name, m, coords) for m in maps]:
+        key = tuple(sorted((i, mp.get(i, "")) for i in key_atoms))
+        if key in seen or not mp:
+            continue
+        seen.add(key)
+        out.append(mp)
+        if len(out) >= max_n:
+            break
+    return out
 
 
 SYMMETRIC_PAIRS = {  # residue: (pair, torsion reference atoms a-b-c for the first atom of the pair, rule)
