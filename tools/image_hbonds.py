@@ -282,7 +282,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DE
     residue templates and the peptide links; the chain is ``chain`` (not drawn; :data:`DEFAULT_CHAIN`
     unless the question states one). With ``fit_residues`` the residues near the ligand get their atoms
     from their ideal geometry fitted to the views (:mod:`misi_agent.tools.residue_fit`, started from their
-    named atoms): about 20–60 s per question; raster T9 on 20 items 8.9 without, 13.2 with
+    named atoms, the views choosing between namings the graph cannot tell apart): about 40–200 s per
+    question; raster T9 on 20 items 8.9 without fitting, 13.2 with, 22.2 with the namings chosen by the views
     (``eval/results/image_hbonds_residue_fit.md``). Pass ``fit_residues=False`` for exact atoms (an
     oracle reconstruction), which need no fitting.
     """
