@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import math
 import re
-from itertools import combinations
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import combinations
 from typing import Any, Collection, Mapping, Sequence
 
 import networkx as nx
@@ -216,11 +216,35 @@ def match_template(rg: nx.Graph, name: str, coords: np.ndarray | None = None,
     """Atom names for the reconstructed residue graph ``rg`` from template ``name``: the likeliest of
     :func:`template_mappings`. Returns (index -> atom name, share of template atoms matched), or (None, 0)."""
     maps = template_mappings(rg, name, coords, context)
-    if not maps:
-        return None, 0.0
-    best = maps[0]
+    return (maps[0], _template_share(name, maps[0])) if maps else (None, 0.0)
+
+
+def _template_share(name: str, mp: Mapping[int, str]) -> float:
+    """Share of the template's heavy atoms (OXT aside) that the naming ``mp`` matched."""
     n_core = sum(1 for n in template_graph(name).nodes if n != "OXT")
-    return best, sum(1 for v in best.values() if v != "OXT") / n_core
+    return sum(1 for v in mp.values() if v != "OXT") / n_core
+
+
+def _largest_part_mappings(rg: nx.Graph, name: str, coords: np.ndarray | None = None,
+                           context: tuple[np.ndarray, np.ndarray] | None = None) -> list[dict[int, str]]:
+    """:func:`template_mappings` of the largest connected part of ``rg`` that fits the template (for a group
+    whose whole graph fits no naming); empty when no part fits."""
+    for comp in sorted(nx.connected_components(rg), key=len, reverse=True):
+        maps = template_mappings(rg.subgraph(comp).copy(), name, coords, context)
+        if maps:
+            return maps
+    return []
+
+
+def peptide_context(rec, idx: Collection[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The N and pocket-carbon coordinates of every residue group but the atoms ``idx``: where a peptide
+    bond to another residue can be (:func:`mapping_score`'s ``context``)."""
+    classes = [str(c) for c in rec.classes]
+    coords = np.asarray(rec.coords, float)
+    mine = set(int(i) for i in idx)
+    on = [i for i in range(len(classes)) if classes[i] == "N" and rec.residue[i] >= 0 and i not in mine]
+    oc = [i for i in range(len(classes)) if classes[i].startswith("POCKET_C") and i not in mine]
+    return coords[on].reshape(-1, 3), coords[oc].reshape(-1, 3)
 
 
 MAX_STRAYS = 2  # N/O atoms of other residues a group may hold (left out in turn to name the rest)
@@ -241,10 +265,7 @@ def polar_alternatives(rec, res: "ResidueIdentity", max_n: int = 4,
     rg = residue_graph(coords, classes, rec.bonds, idx)
     polar = [i for i in idx if element_of_class(classes[i]) in ("N", "O")]
     key_atoms = [i for i in polar if focus is None or i in focus]
-    mine = set(idx)
-    others = [i for i in range(len(classes)) if i not in mine and rec.residue[i] >= 0]
-    ctx = (coords[[i for i in others if classes[i] == "N"]].reshape(-1, 3),
-           coords[[i for i in others if classes[i].startswith("POCKET_C")]].reshape(-1, 3))
+    ctx = peptide_context(rec, idx)
     maps = template_mappings(rg, res.name, coords, ctx)
     for k in range(1, MAX_STRAYS + 1):  # a group holds a neighbour's N or O (same colour): leave strays out
         if maps:
@@ -255,11 +276,7 @@ def polar_alternatives(rec, res: "ResidueIdentity", max_n: int = 4,
             found += [(mapping_score(sub, res.name, m, coords, ctx), n, m)
                       for n, m in enumerate(template_mappings(sub, res.name, coords, ctx, limit=8))]
         maps = [m for _, _, m in sorted(found, key=lambda t: (round(t[0], 6), t[1]))]
-    if not maps:
-        for comp in sorted(nx.connected_components(rg), key=len, reverse=True):
-            maps = template_mappings(rg.subgraph(comp).copy(), res.name, coords, ctx)
-            if maps:
-                break
+    maps = maps or _largest_part_mappings(rg, res.name, coords, ctx)
     maps = [m for m in maps if "OXT" not in m.values()] or maps  # pocket residues are seldom C-terminal
     out, seen = [], set()
     for mp in [dict(res.atom_names)] + [iupac_names(res.name, m, coords) for m in maps]:
@@ -445,14 +462,7 @@ def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: 
     # 1. atom names and candidate residue names from the graph
     graph_fits: dict[int, dict[str, tuple[dict[int, str], float]]] = {}
     members = {g: [int(i) for i in np.flatnonzero(rec.residue == g)] for g in groups}
-    pocket_n = [i for i in range(len(classes)) if classes[i] == "N" and rec.residue[i] >= 0]
-    pocket_c = [i for i in range(len(classes)) if classes[i].startswith("POCKET_C")]
-    context = {}
-    for g in groups:
-        mine = set(members[g])
-        on = [i for i in pocket_n if i not in mine]
-        oc = [i for i in pocket_c if i not in mine]
-        context[g] = (coords[on].reshape(-1, 3), coords[oc].reshape(-1, 3))
+    context = {g: peptide_context(rec, members[g]) for g in groups}
     for g in groups:
         idx = members[g]
         rg = residue_graph(coords, classes, rec.bonds, idx)
@@ -644,14 +654,8 @@ def _best_partial(coords, classes, bonds, idx, name) -> tuple[dict[int, str] | N
     tg = template_graph(name)
     if tg is None:
         return None, 0.0
-    rg = residue_graph(coords, classes, bonds, idx)
-    best, fit = None, 0.0
-    for comp in sorted(nx.connected_components(rg), key=len, reverse=True):
-        m, f = match_template(rg.subgraph(comp).copy(), name)
-        if m is not None:
-            best, fit = dict(m), f
-            break
-    return best, fit
+    maps = _largest_part_mappings(residue_graph(coords, classes, bonds, idx), name)
+    return (dict(maps[0]), _template_share(name, maps[0])) if maps else (None, 0.0)
 
 
 def _split_number(text: str) -> tuple[int, str]:

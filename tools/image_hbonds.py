@@ -454,10 +454,9 @@ def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
         fit = None
         if near and named:  # from named atoms only (no search from the residue's points: too slow here)
             carbon = residue_carbon_class(rec, r.group) or DEFAULT_CARBON
-            starts = [named if alt == dict(r.atom_names) else {
-                **{n: coords[i] for i, n in alt.items()},
-                **{n: np.asarray(x, float) for n, x in complete_residue(r.name, alt, coords).items()}}
-                for alt in polar_alternatives(rec, r, MAX_NAMINGS, focus)]
+            starts = [named if alt == dict(r.atom_names) else  # another naming, completed as identity would
+                      _named_coords(replace(r, atom_names=alt, completed=complete_residue(r.name, alt, coords)), coords)
+                      for alt in polar_alternatives(rec, r, MAX_NAMINGS, focus)]
             starts = [x for x in starts if x]
             if len(starts) > 1:  # quick fits (no torsion flips) pick the naming, then the full fit from it
                 quick = [fit_residue(views, r.name, carbon, float(rec.distance), named=x, search=False, flips=False)
