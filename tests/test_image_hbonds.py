@@ -204,3 +204,45 @@ def test_fit_picks_the_naming_the_views_show(cx):
     assert "TYR 106" in fits
     assert np.linalg.norm(np.asarray(fitted.completed["OH"]) - sc.coords[tip["OH"]]) < 1.0
     assert np.linalg.norm(np.asarray(fitted.completed["O"]) - sc.coords[tip["OH"]]) > 3.0
+
+
+def test_cut_off_side_chain_tip_rejoins_its_residue(cx):
+    """Lys 108's tip (CD-CE-NZ) cut off from the rest of the residue, as a gap in the drawn sticks leaves it in
+    the reconstruction: the residue's label is triangulated near its CA, not the tip, so the tip alone would
+    take no label or another residue's. Put back into Lys 108 (same colour, within reach, room for its N),
+    its atoms are named as the entry names them; a tip of the other colour stays out."""
+    from misi_agent.tools.image_hbonds import read_all_labels
+
+    scenes = [scene_from_complex(cx, v) for v in VIEW_NAMES]
+    images = {v: r.image for v, r in zip(VIEW_NAMES, RasterRenderer().render_many(scenes, 512))}
+    labels = read_all_labels(images)
+    rec = oracle_reconstruction(cx)
+    sc = scenes[0]
+    tip = [i for i in range(len(sc)) if not sc.is_ligand[i] and sc.residue_keys[sc.residue[i]].number == 108
+           and sc.atom_names[i] in ("CD", "CE", "NZ")]
+    assert len(tip) == 3
+    residue = np.asarray(rec.residue).copy()
+    residue[tip] = residue.max() + 1
+    from dataclasses import replace
+
+    res = identify_residues(replace(rec, residue=residue), labels)
+    owner = [r for r in res if set(tip) <= set(r.atoms)]
+    assert len(owner) == 1 and (owner[0].name, owner[0].number) == ("LYS", 108), [r.label for r in owner]
+    assert {owner[0].atom_names.get(i) for i in tip} == {"CD", "CE", "NZ"}
+    # the same tip drawn in the other residue colour is not Lys 108's
+    classes = np.asarray(rec.classes).copy()
+    other = {"POCKET_C0": "POCKET_C1", "POCKET_C1": "POCKET_C0"}
+    classes[tip] = [other.get(str(c), str(c)) for c in classes[tip]]
+    res = identify_residues(replace(rec, residue=residue, classes=classes), labels)
+    assert not any(set(tip) <= set(r.atoms) and r.number == 108 for r in res)
+
+
+def test_a_residue_label_needs_room_for_the_groups_atoms():
+    """A group's N, O and S must fit the labelled residue's template (one stray N/O of a neighbour allowed,
+    OXT not counted): an Arg guanidinium tip cannot be an Ile, a group with S cannot be a Leu."""
+    from misi_agent.tools.identity import can_hold
+
+    assert can_hold("ARG", {"C": 2, "N": 3}) and not can_hold("ILE", {"C": 2, "N": 3})
+    assert can_hold("GLY", {"C": 2, "N": 2, "O": 1})  # the next residue's peptide N joined the group
+    assert not can_hold("GLY", {"C": 2, "N": 2, "O": 2})  # only the OXT would hold the second O
+    assert can_hold("MET", {"C": 3, "S": 1}) and not can_hold("LEU", {"C": 3, "S": 1})

@@ -54,6 +54,9 @@ LABEL_GATE_HEIGHTS = 6.0  # a label farther than this many text heights from an 
 LABEL_3D_SIGMA_A = 2.5  # Å: how far a residue label triangulated over the views lands from its residue (measured median)
 LABEL_3D_MAX_A = 6.0  # Å: a triangulated label this far from every atom of a group does not name it
 LABEL_3D_WEIGHT = 10.0  # evidence of a triangulated label against the per-view votes (it outranks them)
+FRAGMENT_GAP_A = 4.0  # Å: an unlabelled group this close to a labelled one of its colour may be a piece of that residue
+BOND_REACH_A = 1.55  # Å: the longest heavy-atom bond in a residue (C-S 1.8 aside); k bonds span at most k times this
+MISFIT_WEIGHT = 0.3  # a label whose residue cannot hold the group's N, O and S (one stray N/O allowed) counts this much
 CLASS_ELEMENT = {"O": "O", "N": "N", "LIGAND_C": "C", "POCKET_C0": "C", "POCKET_C1": "C", "S": "S", "P": "P",
                  "F": "F", "CL": "Cl", "BR": "Br", "I": "I", "B": "B", "SE": "Se", "FE": "Fe", "ZN": "Zn", "MG": "Mg"}
 STANDARD = ("ALA", "ARG", "ASN", "ASP", "CYS", "GLN", "GLU", "GLY", "HIS", "ILE", "LEU", "LYS", "MET", "PHE", "PRO",
@@ -357,6 +360,19 @@ def _composition(g: nx.Graph) -> Counter:
     return Counter(d["element"] for _, d in g.nodes(data=True))
 
 
+def can_hold(residue: str, composition: Mapping[str, int], strays: int = 1) -> bool:
+    """Whether residue ``residue`` (its template, OXT left out) has room for a group's N, O and S atoms, up to
+    ``strays`` N/O of a neighbour (a peptide N or O joins the nearest carbon group). A side-chain tip with
+    three N (Arg's guanidinium) cannot be an Ile, whatever label lands nearest to it. Unknown names: True."""
+    tg = template_graph(residue)
+    if tg is None:
+        return True
+    room = _composition(tg)
+    room["O"] -= int(any(n == "OXT" for n in tg.nodes))
+    extra = sum(max(0, composition.get(e, 0) - room.get(e, 0)) for e in ("N", "O"))
+    return extra <= strays and composition.get("S", 0) <= room.get("S", 0)
+
+
 # ----------------------------------------------------------------------------- label votes
 
 
@@ -461,12 +477,14 @@ def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: 
     groups = sorted(int(g) for g in np.unique(rec.residue) if g >= 0)
     # 1. atom names and candidate residue names from the graph
     graph_fits: dict[int, dict[str, tuple[dict[int, str], float]]] = {}
+    comps: dict[int, Counter] = {}
     members = {g: [int(i) for i in np.flatnonzero(rec.residue == g)] for g in groups}
     context = {g: peptide_context(rec, members[g]) for g in groups}
     for g in groups:
         idx = members[g]
         rg = residue_graph(coords, classes, rec.bonds, idx)
         comp = _composition(rg)
+        comps[g] = comp
         fits = {}
         for name in STANDARD:
             tg = template_graph(name)
@@ -539,6 +557,8 @@ def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: 
                     continue
                 fit = fits.get(t[0], (None, 0.0))[1]
                 S[a, b] = ev * (1.0 if fit >= 0.6 or t in anchors else 0.25 if not fits else 0.1)
+                if not can_hold(t[0], comps[g]):
+                    S[a, b] *= MISFIT_WEIGHT
         r, c = linear_sum_assignment(-S)
         for a, b in zip(r, c):
             if S[a, b] > 0:
@@ -573,7 +593,73 @@ def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: 
         out[g] = ResidueIdentity(g, tuple(members[g]), name, number, ins, m, fit, src, nsrc,
                                  {f"{n} {num}": w for (n, num), w in votes[g].items()},
                                  complete_residue(name, m, coords))
-    return _peptide_numbers([out[g] for g in groups], coords)
+    strong = {g for g in groups if g in chosen and chosen[g] in anchors}
+    out = _merge_fragments(out, strong, comps, coords, classes, rec.bonds)
+    return _peptide_numbers([out[g] for g in groups if g in out], coords)
+
+
+def _fragment_names(rg: nx.Graph, name: str, coords: np.ndarray, taken: Mapping[int, str]) -> dict[int, str]:
+    """Names for a piece of residue ``name`` whose other atoms are named ``taken``: among the piece's template
+    namings (its largest part that fits), those that name no atom twice, the one whose atoms lie within
+    reach of the named ones (at most :data:`BOND_REACH_A` per template bond between them); empty when none fits."""
+    tg = template_graph(name)
+    if tg is None:
+        return {}
+    path = dict(nx.all_pairs_shortest_path_length(tg))
+    used = set(taken.values())
+    best: tuple[float, dict[int, str]] | None = None
+    for mp in _largest_part_mappings(rg, name, coords):
+        if set(mp.values()) & used:
+            continue
+        over = sum(max(0.0, float(np.linalg.norm(coords[i] - coords[j])) - BOND_REACH_A * path[a].get(b, 99))
+                   for i, a in taken.items() for j, b in mp.items())
+        if best is None or over < best[0] - 1e-9:
+            best = (over, dict(mp))
+    return best[1] if best is not None and best[0] < 1.0 else {}
+
+
+def _merge_fragments(out: Mapping[int, ResidueIdentity], strong: Collection[int], comps: Mapping[int, Counter],
+                     coords: np.ndarray, classes: Sequence[str], bonds) -> dict[int, ResidueIdentity]:
+    """Residues whose pieces the reconstruction split apart, put back together: a group without a label
+    seen in 3D (``strong``: its label was triangulated over the views) joins the nearest labelled group of its
+    carbon colour within :data:`FRAGMENT_GAP_A` whose residue can hold both (:func:`can_hold`); its atoms are
+    named as part of that residue where the names do not clash. A residue's label lands near its CA, so a
+    side-chain tip cut off by a gap in the sticks otherwise takes a stray one-view reading (or a neighbour's
+    label) and its atoms, often the ones that make the H-bonds, are named as another residue."""
+    from dataclasses import replace
+
+    from misi_agent.tools.atom_detection import POCKET_CLASSES
+
+    def colour(r: ResidueIdentity) -> str | None:
+        cs = [classes[i] for i in r.atoms if classes[i] in POCKET_CLASSES]
+        return max(set(cs), key=cs.count) if cs else None
+
+    res = dict(out)
+    targets = [h for h in strong if h in res]
+    comp = {h: Counter(comps[h]) for h in targets}  # grows as pieces join
+    for g in sorted(res):
+        if g in strong or not targets:
+            continue
+        r = res[g]
+        best = None
+        for h in targets:
+            t = res[h]
+            if colour(t) != colour(r) or not can_hold(t.name, comps[g] + comp[h]):
+                continue
+            gap = float(np.min(np.linalg.norm(coords[list(r.atoms)][:, None] - coords[list(t.atoms)][None], axis=2)))
+            if gap <= FRAGMENT_GAP_A and (best is None or gap < best[0]):
+                best = (gap, h)
+        if best is None:
+            continue
+        t = res[best[1]]
+        names = dict(t.atom_names)
+        names.update(_fragment_names(residue_graph(coords, classes, bonds, list(r.atoms)), t.name, coords, names))
+        names = iupac_names(t.name, names, coords)
+        atoms = tuple(t.atoms) + tuple(r.atoms)
+        res[best[1]] = replace(t, atoms=atoms, atom_names=names, completed=complete_residue(t.name, names, coords))
+        comp[best[1]] += comps[g]
+        del res[g]
+    return res
 
 
 def label_anchors_3d(rec, labels_by_view: Mapping[str, ImageLabels], fov_deg: float | None = None

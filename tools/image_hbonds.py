@@ -282,9 +282,10 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DE
     residue templates and the peptide links; the chain is ``chain`` (not drawn; :data:`DEFAULT_CHAIN`
     unless the question states one). With ``fit_residues`` the residues near the ligand get their atoms
     from their ideal geometry fitted to the views (:mod:`misi_agent.tools.residue_fit`, started from their
-    named atoms, the views choosing between namings the graph cannot tell apart): about 40–200 s per
-    question; raster T9 on 20 items 8.9 without fitting, 13.2 with, 22.2 with the namings chosen by the views
-    (``eval/results/image_hbonds_residue_fit.md``). Pass ``fit_residues=False`` for exact atoms (an
+    named atoms, the views choosing between namings the graph cannot tell apart, or searched for from
+    their points when too few atoms are named): about 30–230 s per question; raster T9 on 20 items 8.9
+    without fitting, 13.2 with, 21.5 with the namings chosen by the views, 28.3 with the pieces of split
+    residues put back together and searched for (``eval/results/image_hbonds_residue_fit.md``). Pass ``fit_residues=False`` for exact atoms (an
     oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
@@ -419,8 +420,21 @@ def _fitted_residue(views, rec, res: ResidueIdentity, name: str):
 
 
 NEAR_LIGAND_A = 5.5  # residues with a reconstructed atom this close to a ligand N/O are fitted (pseudo-atoms are ≈ 1 Å off)
+MIN_NAMED = 3  # named atoms a fit can start from (fewer: the fit searches from the residue's centre-line points)
+MIN_CLOUD = 4  # centre-line points a search needs
 MAX_NAMINGS = 3  # namings of a residue's N/O atoms tried as fit starts; the images pick the best-fitting one
 FOCUS_A = 4.5  # Å: only namings that differ for the N/O atoms this close to a ligand N/O (H-bond reach) are tried
+
+
+def _regrouped(rec, residues: Sequence[ResidueIdentity]):
+    """``rec`` with every residue's atoms in its group: identity puts pieces of a residue that the
+    reconstruction split apart back together (a side-chain tip cut off by a gap in the sticks)."""
+    from dataclasses import replace
+
+    residue = np.asarray(rec.residue).copy()
+    for r in residues:
+        residue[list(r.atoms)] = r.group
+    return replace(rec, residue=residue)
 
 
 def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
@@ -432,14 +446,17 @@ def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
     C=O or CB–OG): when the namings of its N/O atoms near the ligand differ
     (:func:`~misi_agent.tools.identity.polar_alternatives`), each starts a quick fit and the one the views
     fit best is refitted in full (raster T9, 20 items: 13.2 → see ``eval/results/image_hbonds_residue_fit.md``).
+    A residue with fewer than :data:`MIN_NAMED` named atoms (a label on a two-atom piece) is searched for from its
+    centre-line points instead (several orientations fitted in 3D, the best refined on the views).
     """
     from dataclasses import replace
 
     from scipy.spatial import cKDTree
 
     from misi_agent.tools.identity import complete_residue, polar_alternatives
-    from misi_agent.tools.residue_fit import DEFAULT_CARBON, fit_residue, residue_carbon_class
+    from misi_agent.tools.residue_fit import DEFAULT_CARBON, fit_residue, residue_carbon_class, residue_cloud
 
+    grouped = _regrouped(rec, residues)
     coords = np.asarray(rec.coords, float)
     is_lig = np.asarray(rec.is_ligand, bool)
     polar = np.isin(np.asarray(rec.classes), ["O", "N"])
@@ -452,8 +469,13 @@ def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
         members = list(r.atoms)
         near = tree is not None and len(members) and float(tree.query(coords[members])[0].min()) < NEAR_LIGAND_A
         fit = None
-        if near and named:  # from named atoms only (no search from the residue's points: too slow here)
-            carbon = residue_carbon_class(rec, r.group) or DEFAULT_CARBON
+        carbon = residue_carbon_class(grouped, r.group) or DEFAULT_CARBON
+        if near and len(named) < MIN_NAMED:  # too few named atoms to start from: search from the residue's points
+            cloud, cloud_cls, _ = residue_cloud(grouped, r.group)
+            if len(cloud) >= MIN_CLOUD:
+                fit = fit_residue(views, r.name, carbon, float(rec.distance), named=named or None, cloud=cloud,
+                                  cloud_classes=cloud_cls, flips=False)
+        elif near:  # from the named atoms (no search: too slow for every residue)
             starts = [named if alt == dict(r.atom_names) else  # another naming, completed as identity would
                       _named_coords(replace(r, atom_names=alt, completed=complete_residue(r.name, alt, coords)), coords)
                       for alt in polar_alternatives(rec, r, MAX_NAMINGS, focus)]
