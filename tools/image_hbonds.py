@@ -447,7 +447,8 @@ def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
     (:func:`~misi_agent.tools.identity.polar_alternatives`), each starts a quick fit and the one the views
     fit best is refitted in full (raster T9, 20 items: 13.2 → see ``eval/results/image_hbonds_residue_fit.md``).
     A residue with fewer than :data:`MIN_NAMED` named atoms (a label on a two-atom piece) is searched for from its
-    centre-line points instead (several orientations fitted in 3D, the best refined on the views).
+    centre-line points instead (several orientations fitted in 3D, the best refined on the views). A fit poorer
+    than :data:`POOR_FIT_PX` keeps the named atoms where they are and only adds the atoms they lack.
     """
     from dataclasses import replace
 
@@ -491,6 +492,8 @@ def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
         if fit is not None and fit.cost_px <= POOR_FIT_PX:
             fits[r.label] = fit
             named = dict(fit.coords)
+        elif fit is not None:  # a poor fit: the atoms seen keep their places, the fit adds the ones not seen
+            named = {**{n: np.asarray(x, float) for n, x in fit.coords.items()}, **named}
         out.append(replace(r, atom_names={}, completed={n: tuple(map(float, x)) for n, x in named.items()}))
     return out, fits
 
