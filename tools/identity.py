@@ -360,15 +360,28 @@ def _composition(g: nx.Graph) -> Counter:
     return Counter(d["element"] for _, d in g.nodes(data=True))
 
 
+@lru_cache(maxsize=None)
+def _template_room(residue: str) -> Counter | None:
+    """Element counts of residue ``residue``'s template, OXT left out; None without a template."""
+    tg = template_graph(residue)
+    if tg is None:
+        return None
+    return _composition(tg.subgraph([n for n in tg.nodes if n != "OXT"]))
+
+
+@lru_cache(maxsize=None)
+def _template_paths(residue: str) -> dict[str, dict[str, int]]:
+    """Bonds between every two atoms of residue ``residue``'s template (shortest path length)."""
+    return dict(nx.all_pairs_shortest_path_length(template_graph(residue)))
+
+
 def can_hold(residue: str, composition: Mapping[str, int], strays: int = 1) -> bool:
     """Whether residue ``residue`` (its template, OXT left out) has room for a group's N, O and S atoms, up to
     ``strays`` N/O of a neighbour (a peptide N or O joins the nearest carbon group). A side-chain tip with
     three N (Arg's guanidinium) cannot be an Ile, whatever label lands nearest to it. Unknown names: True."""
-    tg = template_graph(residue)
-    if tg is None:
+    room = _template_room(residue)
+    if room is None:
         return True
-    room = _composition(tg)
-    room["O"] -= int(any(n == "OXT" for n in tg.nodes))
     extra = sum(max(0, composition.get(e, 0) - room.get(e, 0)) for e in ("N", "O"))
     return extra <= strays and composition.get("S", 0) <= room.get("S", 0)
 
@@ -602,10 +615,9 @@ def _fragment_names(rg: nx.Graph, name: str, coords: np.ndarray, taken: Mapping[
     """Names for a piece of residue ``name`` whose other atoms are named ``taken``: among the piece's template
     namings (its largest part that fits), those that name no atom twice, the one whose atoms lie within
     reach of the named ones (at most :data:`BOND_REACH_A` per template bond between them); empty when none fits."""
-    tg = template_graph(name)
-    if tg is None:
+    if template_graph(name) is None:
         return {}
-    path = dict(nx.all_pairs_shortest_path_length(tg))
+    path = _template_paths(name)
     used = set(taken.values())
     best: tuple[float, dict[int, str]] | None = None
     for mp in _largest_part_mappings(rg, name, coords):
@@ -636,15 +648,18 @@ def _merge_fragments(out: Mapping[int, ResidueIdentity], strong: Collection[int]
 
     res = dict(out)
     targets = [h for h in strong if h in res]
+    if not targets:
+        return res
     comp = {h: Counter(comps[h]) for h in targets}  # grows as pieces join
+    hue = {h: colour(res[h]) for h in targets}
     for g in sorted(res):
-        if g in strong or not targets:
+        if g in strong:
             continue
         r = res[g]
         best = None
         for h in targets:
             t = res[h]
-            if colour(t) != colour(r) or not can_hold(t.name, comps[g] + comp[h]):
+            if hue[h] != colour(r) or not can_hold(t.name, comps[g] + comp[h]):
                 continue
             gap = float(np.min(np.linalg.norm(coords[list(r.atoms)][:, None] - coords[list(t.atoms)][None], axis=2)))
             if gap <= FRAGMENT_GAP_A and (best is None or gap < best[0]):

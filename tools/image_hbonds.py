@@ -285,8 +285,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DE
     named atoms, the views choosing between namings the graph cannot tell apart, or searched for from
     their points when too few atoms are named): about 30–230 s per question; raster T9 on 20 items 8.9
     without fitting, 13.2 with, 21.5 with the namings chosen by the views, 28.3 with the pieces of split
-    residues put back together and searched for (``eval/results/image_hbonds_residue_fit.md``). Pass ``fit_residues=False`` for exact atoms (an
-    oracle reconstruction), which need no fitting.
+    residues put back together and searched for (``eval/results/image_hbonds_residue_fit.md``). Pass
+    ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
 
@@ -470,7 +470,7 @@ def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
         members = list(r.atoms)
         near = tree is not None and len(members) and float(tree.query(coords[members])[0].min()) < NEAR_LIGAND_A
         fit = None
-        carbon = residue_carbon_class(grouped, r.group) or DEFAULT_CARBON
+        carbon = (residue_carbon_class(grouped, r.group) or DEFAULT_CARBON) if near else DEFAULT_CARBON
         if near and len(named) < MIN_NAMED:  # too few named atoms to start from: search from the residue's points
             cloud, cloud_cls, _ = residue_cloud(grouped, r.group)
             if len(cloud) >= MIN_CLOUD:
