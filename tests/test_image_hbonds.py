@@ -246,3 +246,28 @@ def test_a_residue_label_needs_room_for_the_groups_atoms():
     assert can_hold("GLY", {"C": 2, "N": 2, "O": 1})  # the next residue's peptide N joined the group
     assert not can_hold("GLY", {"C": 2, "N": 2, "O": 2})  # only the OXT would hold the second O
     assert can_hold("MET", {"C": 3, "S": 1}) and not can_hold("LEU", {"C": 3, "S": 1})
+
+
+def test_poor_fit_renames_a_graph_naming_the_views_contradict(cx):
+    """A poorly fitted residue keeps the atoms it was seen with, but a Lys 108 tip named as a backbone
+    (N–CA–C from its NZ–CE–CD piece) sits where the fit put NZ, CE and CD while the fit put N, CA and C far
+    off: those atoms take the fit's names. A backbone O named where the fit has it keeps its name, and a
+    naming the fit does not contradict is left alone."""
+    from misi_agent.tools.image_hbonds import _poor_fit_atoms
+
+    sc = scene_from_complex(cx, "front")
+    lys = {str(sc.atom_names[i]): sc.coords[i] for i in range(len(sc))
+           if not sc.is_ligand[i] and sc.residue_keys[sc.residue[i]].number == 108}
+    assert {"N", "CA", "C", "O", "CD", "CE", "NZ"} <= set(lys)
+    shift = np.array([0.2, -0.1, 0.1])  # seen a little off the fit
+    named = {"N": lys["NZ"] + shift, "CA": lys["CE"] + shift, "C": lys["CD"] + shift, "O": lys["O"] + shift}
+    out = _poor_fit_atoms("LYS", named, lys)
+    for seen, was in (("NZ", "N"), ("CE", "CA"), ("CD", "C"), ("O", "O")):
+        assert np.allclose(out[seen], named[was])
+    for name in ("N", "CA", "C"):  # the fit's own places for the names the graph gave away
+        assert np.allclose(out[name], lys[name])
+    assert set(out) == set(lys)
+    # where the fit agrees with the naming, the atoms keep their names and places
+    near = {"N": lys["N"] + shift, "CA": lys["CA"] + shift}
+    out = _poor_fit_atoms("LYS", near, lys)
+    assert np.allclose(out["N"], near["N"]) and np.allclose(out["NZ"], lys["NZ"])

@@ -285,8 +285,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DE
     named atoms, the views choosing between namings the graph cannot tell apart, or searched for from
     their points when too few atoms are named): about 15–210 s per question; raster T9 on 20 items 8.9
     without fitting, 13.2 with, 21.5 with the namings chosen by the views, 28.3 with the pieces of split
-    residues put back together and searched for, 27.75 with poor fits completed (a superset answer scores 0.5;
-    ``eval/results/image_hbonds_residue_fit.md``). Pass
+    residues put back together and searched for, 27.75 with poor fits completed (a superset answer scores 0.5),
+    30.25 with their contradicted names corrected (``eval/results/image_hbonds_residue_fit.md``). Pass
     ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
@@ -498,9 +498,39 @@ def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
             fits[r.label] = fit
             named = dict(fit.coords)
         elif fit is not None:  # a poor fit: the atoms seen keep their places, the fit adds the ones not seen
-            named = {**{n: np.asarray(x, float) for n, x in fit.coords.items()}, **named}
+            named = _poor_fit_atoms(r.name, named, {n: np.asarray(x, float) for n, x in fit.coords.items()})
         out.append(replace(r, atom_names={}, completed={n: tuple(map(float, x)) for n, x in named.items()}))
     return out, fits
+
+
+RENAME_A = 0.7  # Å: a named atom this close to where a poor fit put another atom of its element may take that name
+DISAGREE_A = 1.5  # Å: ... when the fit put the atom's own name at least this far away
+
+
+def _poor_fit_atoms(name: str, named: Mapping[str, np.ndarray], fitted: Mapping[str, np.ndarray]
+                    ) -> dict[str, np.ndarray]:
+    """The atoms of a residue whose fit is poor: the named atoms where they were seen, the fit's atoms for the rest.
+
+    The naming came from the stick graph alone, the fit from the views: a named atom that sits on the fit's atom of
+    another name and element (within :data:`RENAME_A`) while the fit put its own name far off (beyond
+    :data:`DISAGREE_A`) takes the fit's name, if no other named atom has it (a Lys NZ tip named as a backbone N
+    from its N–C–C piece, while the views put the backbone N elsewhere and NZ there).
+    """
+    from misi_agent.tools.residue_fit import residue_model
+
+    model = residue_model(name)
+    element = dict(zip(model.atom_names, model.elements)) if model is not None else {}
+    seen: dict[str, np.ndarray] = {}
+    for n, x in named.items():
+        x = np.asarray(x, float)
+        new = n
+        if n in fitted and element.get(n) and float(np.linalg.norm(x - fitted[n])) > DISAGREE_A:
+            near = [(float(np.linalg.norm(x - y)), k) for k, y in fitted.items()
+                    if k != n and element.get(k) == element[n] and k not in named and k not in seen]
+            if near and min(near)[0] <= RENAME_A:
+                new = min(near)[1]
+        seen[new] = x
+    return {**fitted, **seen}
 
 
 PHI_DEG = -90.0  # (ours) backbone torsion assumed for the unseen previous residue (between helix -60 and sheet -120)
