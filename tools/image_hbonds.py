@@ -512,7 +512,7 @@ def _poor_fit_atoms(name: str, named: Mapping[str, np.ndarray], fitted: Mapping[
     """The atoms of a residue whose fit is poor: the named atoms where they were seen, the fit's atoms for the rest.
 
     The naming came from the stick graph alone, the fit from the views: a named atom that sits on the fit's atom of
-    another name and element (within :data:`RENAME_A`) while the fit put its own name far off (beyond
+    another name and the same element (within :data:`RENAME_A`) while the fit put its own name far off (beyond
     :data:`DISAGREE_A`) takes the fit's name, if no other named atom has it (a Lys NZ tip named as a backbone N
     from its N–C–C piece, while the views put the backbone N elsewhere and NZ there).
     """
