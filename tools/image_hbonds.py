@@ -525,10 +525,11 @@ def _poor_fit_atoms(name: str, named: Mapping[str, np.ndarray], fitted: Mapping[
         x = np.asarray(x, float)
         new = n
         if n in fitted and element.get(n) and float(np.linalg.norm(x - fitted[n])) > DISAGREE_A:
-            near = [(float(np.linalg.norm(x - y)), k) for k, y in fitted.items()
-                    if k != n and element.get(k) == element[n] and k not in named and k not in seen]
-            if near and min(near)[0] <= RENAME_A:
-                new = min(near)[1]
+            closest = min(((float(np.linalg.norm(x - y)), k) for k, y in fitted.items()
+                           if k != n and element.get(k) == element[n] and k not in named and k not in seen),
+                          default=None)
+            if closest is not None and closest[0] <= RENAME_A:
+                new = closest[1]
         seen[new] = x
     return {**fitted, **seen}
 
