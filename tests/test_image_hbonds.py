@@ -271,3 +271,48 @@ def test_poor_fit_renames_a_graph_naming_the_views_contradict(cx):
     near = {"N": lys["N"] + shift, "CA": lys["CA"] + shift}
     out = _poor_fit_atoms("LYS", near, lys)
     assert np.allclose(out["N"], near["N"]) and np.allclose(out["NZ"], lys["NZ"])
+
+
+def test_bonds_beyond_valence_are_pruned_so_bond_orders_survive():
+    """A reconstructed ligand's bonds come from distances, and points between atoms bond to both ends: on the real
+    triphosphate 8DG (7x9k) with a third of its 1-3 pairs (angle partners, 2.2-2.6 Å) added as bonds, the
+    over-full atoms lose their longest bonds, every true bond stays and RDKit perceives the bond orders with
+    each phosphate whole. Unpruned, RDKit rejects the graph and every atom would be typed from single bonds
+    alone."""
+    from rdkit import Chem
+
+    from misi_agent.tools.identity import MAX_HEAVY_NEIGHBOURS, valence_pruned
+
+    lig_cx = load_complex(DATA / "7x9k.cif.gz", ligand="8DG")
+    ref = Chem.Mol(lig_cx.ligand_mol)
+    Chem.Kekulize(ref, clearAromaticFlags=True)
+    els = [a.GetSymbol() for a in ref.GetAtoms()]
+    xyz = lig_cx.ligand.coord.astype(float)
+    true = sorted((min(b.GetBeginAtomIdx(), b.GetEndAtomIdx()), max(b.GetBeginAtomIdx(), b.GetEndAtomIdx()))
+                  for b in ref.GetBonds())
+    dm = Chem.GetDistanceMatrix(ref)
+    rng = np.random.default_rng(0)
+    angle_pairs = [(i, j) for i in range(len(els)) for j in range(i + 1, len(els)) if dm[i, j] == 2]
+    extra = [angle_pairs[k] for k in rng.choice(len(angle_pairs), len(angle_pairs) // 3, replace=False)]
+    noisy = true + extra
+    pruned = valence_pruned(els, xyz, noisy)
+    assert set(true) <= set(pruned) and len(pruned) < len(noisy)  # only spurious bonds go (the longest)
+    degree = np.bincount(np.array(pruned).ravel(), minlength=len(els))
+    assert all(degree[i] <= MAX_HEAVY_NEIGHBOURS[el] for i, el in enumerate(els))
+    mol, how = ligand_molecule(els, xyz, noisy)  # pruned inside
+    assert how == "perceived"
+    phosphorus = [a for a in mol.GetAtoms() if a.GetSymbol() == "P"]
+    assert len(phosphorus) == 3  # each phosphate whole: P with its four O
+    assert all(sorted(n.GetSymbol() for n in p.GetNeighbors()) == ["O"] * 4 for p in phosphorus)
+    double = {tuple(sorted((b.GetBeginAtomIdx(), b.GetEndAtomIdx()))) for b in mol.GetBonds()
+              if b.GetBondType() == Chem.BondType.DOUBLE}
+    ref_double = {tuple(sorted((b.GetBeginAtomIdx(), b.GetEndAtomIdx()))) for b in ref.GetBonds()
+                  if b.GetBondType() == Chem.BondType.DOUBLE}
+    assert len(double & ref_double) >= 3  # the CCD's P=O and C=O among them, despite the spurious bonds left
+    unpruned = Chem.RWMol()
+    for el in els:
+        unpruned.AddAtom(Chem.Atom(el))
+    for a, b in noisy:
+        unpruned.AddBond(int(a), int(b), Chem.BondType.SINGLE)
+    with pytest.raises(Exception):  # the noisy graph itself overfills atoms: RDKit rejects it
+        Chem.SanitizeMol(unpruned)

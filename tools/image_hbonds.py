@@ -286,7 +286,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DE
     their points when too few atoms are named): about 15–210 s per question; raster T9 on 20 items 8.9
     without fitting, 13.2 with, 21.5 with the namings chosen by the views, 28.3 with the pieces of split
     residues put back together and searched for, 27.75 with poor fits completed (a superset answer scores 0.5),
-    30.25 with their contradicted names corrected (``eval/results/image_hbonds_residue_fit.md``). Pass
+    30.25 with their contradicted names corrected; 28.60 → 29.05 with the ligand's phosphate P kept and its
+    bonds pruned to valence, measured with bonds recomputed (``eval/results/image_hbonds_residue_fit.md``). Pass
     ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand

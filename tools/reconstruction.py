@@ -467,6 +467,27 @@ def ball_radius_distance(views: Sequence[ViewData], lig: np.ndarray) -> tuple[fl
     return float(np.median(est)), f"apparent size of {len(est)} ligand balls ({BALL_RADIUS_A} Å radius)"
 
 
+def with_ligand_phosphorus(coords: np.ndarray, classes: np.ndarray, is_lig: np.ndarray) -> np.ndarray:
+    """``is_lig`` with every P point bonded (within :data:`BOND_MAX_A`, ``coords`` in Å) to a ligand atom added.
+
+    No standard residue has phosphorus, so a P bonded to the ligand is the ligand's. A phosphate's P sits a bond
+    away from every ligand carbon, so the ligand (grey carbons and the points bonded to them) left it to the
+    pocket and its O stood alone: typed as water-like hydroxyls, the phosphate gave H-bonds to Asp and backbone
+    O that the structure does not have. Only P bonded to a ligand atom: a stray P-coloured point elsewhere stays.
+    """
+    is_lig = np.asarray(is_lig, bool).copy()
+    p = np.flatnonzero((np.asarray(classes) == "P") & ~is_lig)
+    if len(p) and is_lig.any():
+        for _ in range(2):  # a P–O–P bridge: the second P joins through the first one's O
+            tree = cKDTree(np.asarray(coords, float)[is_lig])
+            near = p[tree.query(np.asarray(coords, float)[p])[0] < BOND_MAX_A]
+            if not len(near):
+                break
+            is_lig[near] = True
+            p = np.setdiff1d(p, near)
+    return is_lig
+
+
 def _residues(P: np.ndarray, cls: np.ndarray, is_lig: np.ndarray, link: float) -> np.ndarray:
     """Residue groups of pocket atoms: connected pocket carbons of one colour; O/N join the nearest carbon group."""
     res = -np.ones(len(P), int)
@@ -592,6 +613,7 @@ def reconstruct(images: Mapping[str, Any], *, fov_deg: float = FOV_DEG, distance
     coords_n = np.concatenate([lig, P[atoms_idx]]) if len(atoms_idx) else lig
     classes_ = np.concatenate([lig_cls, C[atoms_idx]]).astype("<U9")
     is_lig = np.concatenate([np.ones(len(lig), bool), np.zeros(len(atoms_idx), bool)])
+    is_lig = with_ligand_phosphorus(coords_n * D, classes_, is_lig)
     seen_n = np.concatenate([lig_seen, np.full(len(atoms_idx), 2)])
     # coordinates in Å in the front camera frame
     coords = coords_n * D + np.array([0.0, 0.0, -D])
