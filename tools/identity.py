@@ -965,6 +965,8 @@ def _single_bonded(elements: Sequence[str], bonds: Sequence[tuple[int, int]]) ->
     return rw
 
 
+# most heavy neighbours an atom of the element has in a ligand; not VALENCE: a sulfonyl S or a phosphate P holds
+# four heavy neighbours with valence 6 and 5
 MAX_HEAVY_NEIGHBOURS = {"C": 4, "N": 3, "O": 2, "S": 4, "P": 4, "F": 1, "Cl": 1, "Br": 1, "I": 1, "B": 3, "Se": 2}
 
 

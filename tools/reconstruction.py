@@ -475,12 +475,15 @@ def with_ligand_phosphorus(coords: np.ndarray, classes: np.ndarray, is_lig: np.n
     pocket and its O stood alone: typed as water-like hydroxyls, the phosphate gave H-bonds to Asp and backbone
     O that the structure does not have. Only P bonded to a ligand atom: a stray P-coloured point elsewhere stays.
     """
+    coords = np.asarray(coords, float)
     is_lig = np.asarray(is_lig, bool).copy()
     p = np.flatnonzero((np.asarray(classes) == "P") & ~is_lig)
     if len(p) and is_lig.any():
-        for _ in range(2):  # a P–O–P bridge: the second P joins through the first one's O
-            tree = cKDTree(np.asarray(coords, float)[is_lig])
-            near = p[tree.query(np.asarray(coords, float)[p])[0] < BOND_MAX_A]
+        # a second pass: another point of the same drawn P (the thinned cloud keeps points ATOM_SPACING_A apart)
+        # joins through the one bonded to the ligand; two P are never bonded to each other
+        for _ in range(2):
+            tree = cKDTree(coords[is_lig])
+            near = p[tree.query(coords[p])[0] < BOND_MAX_A]
             if not len(near):
                 break
             is_lig[near] = True
