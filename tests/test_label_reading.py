@@ -93,3 +93,22 @@ def test_constrained_decoding_reads_digits_in_numbers_and_elements_first():
     # an element stated by the atom's colour wins over the glyphs' first guess
     assert atom_name_reading((_glyph({"C": 0.55, "O": 0.45}), one), element="O")[0] == "O1"
     assert decode((o_like,), [DIGITS])[0] == "0" and decode((o_like,), [LETTERS])[0] == "O"
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "structures"
+
+
+@pytest.mark.skipif(not (SHARED / "posebusters" / "7u0u.cif.gz").is_file(), reason="../shared not present")
+def test_minus_signs_of_negative_residue_numbers_are_read():
+    """7u0u numbers its N-terminal tag -48..-1: the network has no '-', so the bar before the digits is found by its
+    shape. Without it every such label read as a positive number (``TRP 37`` for ``TRP -37``)."""
+    cx = load_complex(SHARED / "posebusters" / "7u0u.cif.gz", ligand="FK5")
+    sc = scene_from_complex(cx, "front")
+    drawn = {text for text, _ in sc.labels()}
+    assert sum(t.split()[-1].startswith("-") for t in drawn) >= 20
+    read = [lab.text for lab in read_labels(RasterRenderer().render(sc).image).of_kind("residue")]
+    negative = [t for t in read if "-" in t]
+    assert sum(t in drawn for t in negative) >= 8, negative
+    assert sum(t in drawn for t in negative) >= 0.7 * len(negative), negative
+    positives_made_negative = [t for t in negative if t.replace("-", "") in drawn and t not in drawn]
+    assert not positives_made_negative

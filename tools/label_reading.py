@@ -21,7 +21,9 @@ Pipeline, calibrated on every image (no renderer constant is used):
    height and vertical position relative to the word; a small two-layer network
    (:data:`MODEL_PATH`, numpy inference; trained by :func:`train_glyph_model`) gives
    probabilities over :data:`ALPHABET`. Components too wide for one glyph (touching letters)
-   are split at the column that the network reads best.
+   are split at the column that the network reads best. The network has no ``-``: a minus sign
+   (negative residue numbers, e.g. an N-terminal tag) is a flat bar at mid-height just left of
+   a word's first glyph, found by its shape (:data:`MINUS_ALPHA`).
 4. **Kinds.** Which text colour is residue labels and which ligand atom names is decided by
    the words: residue labels are three letters, a space and a number.
 
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
@@ -58,6 +60,8 @@ MIN_GLYPH_H, MAX_GLYPH_H = 5, 40  # px
 RING_DARK = 0.45  # share of a component's 1-px ring that must be dark for it to be text
 BASELINE_TOL = 1  # px: glyphs of one label share their baseline (or cap line) to within this
 MAX_ATOM_NAME = 4  # PDB atom names have at most four characters: longer words are overlapping labels
+MINUS_ALPHA = 0.5  # a minus sign's bar is text at least this strong somewhere (faint bars: edges of sticks, labels).
+# Measured on 40 T9 items, front and back: true minus signs 0.60-0.81 (raster), 0.60-0.78 (PyMOL); PyMOL's stray bars 0.42-0.59
 MIN_GLYPH_CONFIDENCE = 0.3  # a ligand word with a less certain glyph is a highlight or a stick fragment
 
 
@@ -74,14 +78,15 @@ class Glyph:
 
     box: tuple[int, int, int, int]
     probs: np.ndarray
+    fixed: str | None = None  # a character found by its shape, not by the network (the minus sign)
 
     @property
     def char(self) -> str:
-        return ALPHABET[int(np.argmax(self.probs))]
+        return self.fixed if self.fixed else ALPHABET[int(np.argmax(self.probs))]
 
     @property
     def confidence(self) -> float:
-        return float(np.max(self.probs))
+        return 1.0 if self.fixed else float(np.max(self.probs))
 
 
 @dataclass(frozen=True)
@@ -248,6 +253,7 @@ class _Comp:
     x1: int
     y1: int
     patch: np.ndarray  # grey values inside the box, zero outside the component
+    minus: bool = False  # a flat bar just left of a number's first digit: read as "-"
 
 
 def _components(mask: np.ndarray, grey: np.ndarray, v: np.ndarray, v_dark: float) -> list[_Comp]:
@@ -257,7 +263,7 @@ def _components(mask: np.ndarray, grey: np.ndarray, v: np.ndarray, v_dark: float
         if sl is None:
             continue
         h, w = sl[0].stop - sl[0].start, sl[1].stop - sl[1].start
-        if h > MAX_GLYPH_H or w > 4 * MAX_GLYPH_H or (h < MIN_GLYPH_H and (h < 2 or w > h + 1)):
+        if h > MAX_GLYPH_H or w > 4 * MAX_GLYPH_H or (h < MIN_GLYPH_H and h < 2 and w <= h + 1):
             continue
         comp = lab == k
         if h >= MIN_GLYPH_H and _dark_ring_share(v, comp, sl, v_dark) < RING_DARK:
@@ -284,7 +290,8 @@ def _group_words(comps: list[_Comp]) -> list[list[list[_Comp]]]:
     join a word when the gap is under 0.45 line heights and a label when under 1.1.
     """
     big = [c for c in comps if c.y1 - c.y0 >= MIN_GLYPH_H]
-    small = [c for c in comps if c.y1 - c.y0 < MIN_GLYPH_H]
+    small = [c for c in comps if c.y1 - c.y0 < MIN_GLYPH_H and c.x1 - c.x0 <= c.y1 - c.y0 + 1]
+    bars = [c for c in comps if c.y1 - c.y0 < MIN_GLYPH_H and c.x1 - c.x0 > c.y1 - c.y0 + 1]
     if not big:
         return []
     heights = np.array([c.y1 - c.y0 for c in big], float)
@@ -351,6 +358,20 @@ def _group_words(comps: list[_Comp]) -> list[list[list[_Comp]]]:
         if best is not None:
             w, c = best
             w.insert(w.index(c) + 1, s)
+    for b in bars:  # minus signs: a bar at mid-height, apart from (a letter gap) and left of a word's first glyph,
+        # narrower and much flatter than a glyph (a fragment of a hidden glyph touches its neighbour)
+        for words in labels:
+            for w in words:
+                c = w[0]
+                hh = c.y1 - c.y0
+                mid = 0.5 * (b.y0 + b.y1) - c.y0
+                if (not c.minus and float(b.patch.max()) >= MINUS_ALPHA and 1 <= c.x0 - b.x1 <= 0.4 * hh
+                        and 0.35 * hh <= mid <= 0.7 * hh and b.x1 - b.x0 <= 0.9 * hh and b.y1 - b.y0 <= 0.3 * hh):
+                    w.insert(0, replace(b, minus=True))
+                    break
+            else:
+                continue
+            break
     return labels
 
 
@@ -364,6 +385,9 @@ def _read_word(word: list[_Comp], model: dict[str, np.ndarray]) -> list[Glyph]:
     line_h = max(big_h) if big_h else bottom - top
     out: list[Glyph] = []
     for c in word:
+        if c.minus:
+            out.append(Glyph((c.x0, c.y0, c.x1, c.y1), np.zeros(len(ALPHABET)), fixed="-"))
+            continue
         out.extend(_read_comp(c, top, top + line_h, model))
     return out
 
@@ -438,17 +462,21 @@ def read_labels(image: Any, model: dict[str, np.ndarray] | None = None) -> Image
 
 
 def _class_string(glyphs: Sequence[Glyph]) -> str:
-    """Per glyph ``L`` (surely a letter), ``D`` (surely a digit), ``X`` (could be either: O/0, I/1, S/5) or ``'``."""
+    """Per glyph ``L`` (surely a letter), ``D`` (surely a digit), ``X`` (could be either: O/0, I/1, S/5), ``'``
+    or ``-`` (a minus sign, found by its shape)."""
     letters = np.array([ch in LETTERS for ch in ALPHABET])
     digits = np.array([ch in DIGITS for ch in ALPHABET])
     out = []
     for g in glyphs:
+        if g.fixed:
+            out.append(g.fixed)
+            continue
         pl, pd = float(g.probs[letters].sum()), float(g.probs[digits].sum())
         out.append("'" if g.char == "'" else ("L" if pl >= 0.85 else "D" if pd >= 0.85 else "X"))
     return "".join(out)
 
 
-_RUN_RE = re.compile(r"[LX]{3}[DX]{1,4}(?![DX])")
+_RUN_RE = re.compile(r"[LX]{3}-?[DX]{1,4}(?![DX])")
 
 
 def _residue_runs(label: LabelRead) -> list[LabelRead]:
@@ -471,6 +499,7 @@ def _ligand_words(label: LabelRead) -> list[LabelRead]:
     """Each word of a ligand-coloured label is one atom name; unsure blobs (ball highlights) are dropped."""
     out = []
     for w in label.words:
+        w = tuple(g for g in w if not g.fixed)  # atom names hold no minus sign
         if not w or len(w) > MAX_ATOM_NAME or min(g.confidence for g in w) < MIN_GLYPH_CONFIDENCE:
             continue
         box = (min(g.box[0] for g in w), min(g.box[1] for g in w), max(g.box[2] for g in w), max(g.box[3] for g in w))
@@ -509,6 +538,10 @@ def decode(glyphs: Sequence[Glyph], allowed: Sequence[frozenset[str] | None]) ->
     """Best string with the i-th glyph restricted to ``allowed[i]`` (None: anything), and its log-probability."""
     text, lp = [], 0.0
     for g, allow in zip(glyphs, allowed):
+        if g.fixed:  # found by its shape: certain, if the place allows it
+            text.append(g.fixed)
+            lp += 0.0 if allow is None or g.fixed in allow else math.log(1e-9)
+            continue
         p = g.probs.copy()
         if allow is not None:
             mask = np.array([ch in allow for ch in ALPHABET])
