@@ -19,7 +19,7 @@ from misi_agent.render.raster import RasterRenderer
 from misi_agent.scene import scene_from_complex
 from misi_agent.structure import load_complex
 from misi_agent.tools.hbond_format import format_residue_answer, parse_pocket_ligand, pocket_keys
-from misi_agent.tools.identity import identify_residues, ligand_molecule
+from misi_agent.tools.identity import ResidueIdentity, identify_residues, ligand_molecule, truncated_numbers_repaired
 from misi_agent.tools.image_hbonds import (ImageHBondError, oracle_reconstruction, parse_residue,
                                            pocket_hbonds_from_images, residue_hbonds_from_images)
 
@@ -316,3 +316,22 @@ def test_bonds_beyond_valence_are_pruned_so_bond_orders_survive():
         unpruned.AddBond(int(a), int(b), Chem.BondType.SINGLE)
     with pytest.raises(Chem.rdchem.MolSanitizeException):  # the noisy graph itself overfills atoms: RDKit rejects it
         Chem.SanitizeMol(unpruned)
+
+
+def test_cut_off_and_overgrown_residue_numbers_are_repaired_from_fitted_peptide_links(cx):
+    """Real 6yqw pocket residues 40 and 42-48 with their atoms placed about 0.2 Å off (as fitted): a number read cut
+    short (44 as 4) or grown long (46 as 4699) takes the number its peptide-linked neighbour implies; a misreading
+    that is neither (47 as 12) and a residue without a link (40 read as 4) keep what was read."""
+    rng = np.random.default_rng(0)
+    p = cx.pocket
+    read = {40: 4, 44: 4, 46: 4699, 47: 12}
+    res = []
+    for k, key in enumerate(cx.residues()[:8]):
+        sel = (p.res_id == key.number) & (p.chain_id == key.chain)
+        atoms = {str(n): tuple(x + rng.normal(0, 0.12, 3)) for n, x in zip(p.atom_name[sel], p.coord[sel])}
+        number = read.get(key.number, key.number)
+        res.append(ResidueIdentity(k, (), key.name, number, "", {}, 1.0, "ocr+graph", "ocr", {}, atoms))
+    out = {r.group: r for r in truncated_numbers_repaired(res)}
+    assert [r.number for r in res] == [4, 42, 43, 4, 45, 4699, 12, 48]
+    assert [out[k].number for k in range(8)] == [4, 42, 43, 44, 45, 46, 12, 48]
+    assert out[3].number_source == "peptide" and out[6].number_source == "ocr"

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import combinations
 from typing import Any, Collection, Mapping, Sequence
@@ -757,6 +757,53 @@ def _best_partial(coords, classes, bonds, idx, name) -> tuple[dict[int, str] | N
         return None, 0.0
     maps = _largest_part_mappings(residue_graph(coords, classes, bonds, idx), name)
     return (dict(maps[0]), _template_share(name, maps[0])) if maps else (None, 0.0)
+
+
+FITTED_PEPTIDE_CN = (1.0, 1.7)  # Å: C–N of two fitted residues in this range is a peptide bond (0.1-0.3 Å fits)
+
+
+def truncated_numbers_repaired(res: Sequence[ResidueIdentity]) -> list[ResidueIdentity]:
+    """After fitting: a residue number that is a cut-off or overgrown reading of the one its peptide neighbour implies
+    takes the implied number.
+
+    A label partly hidden under another reads confidently short (``THR 32`` for ``THR 344``, ``ARG 5`` for
+    ``ARG 54``), and one that runs into a neighbour's digits long (``PRO 7565`` for ``PRO 75``). The fitted residues'
+    backbone C and N (:attr:`ResidueIdentity.completed`) find the peptide links, which the pseudo-atoms before
+    fitting often miss. For a link a→b whose numbers are not consecutive, the number one side implies for the other
+    replaces the other's reading when that reading is shorter with the same first character, or longer and starting
+    with it; only when every link of the residue implies the same number, never both sides of one link and never a
+    residue already consecutive with a linked neighbour (repeated, as a repair confirms its neighbours).
+    """
+    cs = {k: np.asarray(r.completed["C"], float) for k, r in enumerate(res) if "C" in r.completed}
+    ns = {k: np.asarray(r.completed["N"], float) for k, r in enumerate(res) if "N" in r.completed}
+    links = [(a, b) for a, c in cs.items() for b, n in ns.items()
+             if a != b and FITTED_PEPTIDE_CN[0] <= float(np.linalg.norm(c - n)) <= FITTED_PEPTIDE_CN[1]]
+    out = list(res)
+    for _ in range(len(res)):  # a repair can confirm a neighbour, whose other link then becomes unambiguous
+        num = [r.number for r in out]
+        confirmed = {k for a, b in links if num[a] is not None and num[b] == num[a] + 1 for k in (a, b)}
+        implied: dict[int, set[int]] = {}
+        for a, b in links:
+            na, nb = num[a], num[b]
+            if na is None or nb is None or nb == na + 1:
+                continue
+            fix = [(k, want) for k, want in ((b, na + 1), (a, nb - 1))
+                   if k not in confirmed and _reading_of(str(num[k]), str(want))]
+            if len(fix) == 1:
+                implied.setdefault(fix[0][0], set()).add(fix[0][1])
+        done = [(k, wants.pop()) for k, wants in implied.items() if len(wants) == 1]
+        if not done:
+            break
+        for k, want in done:
+            out[k] = replace(out[k], number=want, number_source="peptide")
+    return out
+
+
+def _reading_of(read: str, true: str) -> bool:
+    """Could ``read`` be a cut-off (shorter, same first character) or overgrown (longer, starting with it, which
+    one character does not make likely) reading of ``true``?"""
+    return ((len(read) < len(true) and read[:1] == true[:1])
+            or (len(true) >= 2 and len(read) > len(true) and read.startswith(true)))
 
 
 def _split_number(text: str) -> tuple[int, str]:

@@ -38,7 +38,7 @@ from rdkit.Geometry import Point3D
 from misi_agent.errors import MisiError
 from misi_agent.structure import Complex, ResidueKey
 from misi_agent.tools.identity import (LigandIdentity, ResidueIdentity, element_of_class, identify_ligand,
-                                       identify_residues, ligand_molecule, recon_bonds)
+                                       identify_residues, ligand_molecule, recon_bonds, truncated_numbers_repaired)
 from misi_agent.tools.label_reading import ImageLabels, read_labels
 from misi_agent.tools.reconstruction import load_views
 
@@ -287,7 +287,9 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DE
     without fitting, 13.2 with, 21.5 with the namings chosen by the views, 28.3 with the pieces of split
     residues put back together and searched for, 27.75 with poor fits completed (a superset answer scores 0.5),
     30.25 with their contradicted names corrected; 28.60 → 29.05 with the ligand's phosphate P kept and its
-    bonds pruned to valence, measured with bonds recomputed (``eval/results/image_hbonds_residue_fit.md``). Pass
+    bonds pruned to valence, measured with bonds recomputed; 29.77 with cut-off residue numbers repaired from the
+    fitted peptide links (:func:`~misi_agent.tools.identity.truncated_numbers_repaired`;
+    ``eval/results/image_hbonds_residue_fit.md``). Pass
     ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
@@ -302,6 +304,7 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DE
     if fit_residues and residues:
         views = views if views is not None else load_views(images_by_view)
         residues, fits = _fitted_pocket(views, rec, residues)
+        residues = truncated_numbers_repaired(residues)
         placed = [np.asarray(x, float) for r in residues for x in r.completed.values()]
         rec = _without_ligand_atoms_at(rec, np.array(placed).reshape(-1, 3))
         rec = _one_ligand_atom_per_place(rec, views)
