@@ -358,21 +358,23 @@ def _group_words(comps: list[_Comp]) -> list[list[list[_Comp]]]:
         if best is not None:
             w, c = best
             w.insert(w.index(c) + 1, s)
-    for b in bars:  # minus signs: a bar at mid-height, apart from (a letter gap) and left of a word's first glyph,
-        # narrower and much flatter than a glyph (a fragment of a hidden glyph touches its neighbour)
-        for words in labels:
-            for w in words:
-                c = w[0]
-                hh = c.y1 - c.y0
-                mid = 0.5 * (b.y0 + b.y1) - c.y0
-                if (not c.minus and float(b.patch.max()) >= MINUS_ALPHA and 1 <= c.x0 - b.x1 <= 0.4 * hh
-                        and 0.35 * hh <= mid <= 0.7 * hh and b.x1 - b.x0 <= 0.9 * hh and b.y1 - b.y0 <= 0.3 * hh):
-                    w.insert(0, replace(b, minus=True))
-                    break
-            else:
-                continue
-            break
+    for b in bars:
+        w = next((w for words in labels for w in words if _is_minus_of(b, w[0])), None)
+        if w is not None:
+            w.insert(0, replace(b, minus=True))
     return labels
+
+
+def _is_minus_of(bar: _Comp, first: _Comp) -> bool:
+    """Is ``bar`` the minus sign of the word starting with glyph ``first``: at mid-height, a letter gap to its left
+    (a fragment of a hidden glyph touches its neighbour), narrower and much flatter than a glyph, and text at least
+    :data:`MINUS_ALPHA` strong somewhere?"""
+    if first.minus:
+        return False
+    hh = first.y1 - first.y0
+    mid = 0.5 * (bar.y0 + bar.y1) - first.y0
+    return (float(bar.patch.max()) >= MINUS_ALPHA and 1 <= first.x0 - bar.x1 <= 0.4 * hh
+            and 0.35 * hh <= mid <= 0.7 * hh and bar.x1 - bar.x0 <= 0.9 * hh and bar.y1 - bar.y0 <= 0.3 * hh)
 
 
 # ----------------------------------------------------------------------------- recognition
