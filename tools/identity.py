@@ -776,8 +776,7 @@ def truncated_numbers_repaired(res: Sequence[ResidueIdentity]) -> list[ResidueId
     """
     cs = {k: np.asarray(r.completed["C"], float) for k, r in enumerate(res) if "C" in r.completed}
     ns = {k: np.asarray(r.completed["N"], float) for k, r in enumerate(res) if "N" in r.completed}
-    links = [(a, b) for a, c in cs.items() for b, n in ns.items()
-             if a != b and FITTED_PEPTIDE_CN[0] <= float(np.linalg.norm(c - n)) <= FITTED_PEPTIDE_CN[1]]
+    links = _peptide_links(cs, ns, FITTED_PEPTIDE_CN)
     out = list(res)
     for _ in range(len(res)):  # a repair can confirm a neighbour, whose other link then becomes unambiguous
         num = [r.number for r in out]
@@ -799,6 +798,14 @@ def truncated_numbers_repaired(res: Sequence[ResidueIdentity]) -> list[ResidueId
     return out
 
 
+def _peptide_links(c_of: Mapping[int, np.ndarray], n_of: Mapping[int, np.ndarray], window: tuple[float, float]
+                   ) -> list[tuple[int, int]]:
+    """(a, b) for every residue a whose backbone C lies within ``window`` (Å) of residue b's N: a peptide bond a→b.
+    In the order of ``c_of`` and then ``n_of``."""
+    return [(a, b) for a, c in c_of.items() for b, n in n_of.items()
+            if a != b and window[0] <= float(np.linalg.norm(c - n)) <= window[1]]
+
+
 def _reading_of(read: str, true: str) -> bool:
     """Could ``read`` be a cut-off (shorter, same first character) or overgrown (longer, starting with it, which
     one character does not make likely) reading of ``true``?"""
@@ -818,21 +825,10 @@ def _peptide_numbers(res: list[ResidueIdentity], coords: np.ndarray) -> list[Res
     """Residues linked by a peptide bond (this C to that N) are numbered n, n+1: a run of linked
     residues takes the numbering its labels support best as a whole, numbers fill in along chains
     and a number that disagrees with both linked neighbours is replaced."""
-    by_atom = {}
-    for k, r in enumerate(res):
-        for i, n in r.atom_names.items():
-            by_atom[(k, n)] = i
-    nxt: dict[int, int] = {}
-    for a, ra in enumerate(res):
-        c = by_atom.get((a, "C"))
-        if c is None:
-            continue
-        for b, rb in enumerate(res):
-            n = by_atom.get((b, "N"))
-            if b == a or n is None:
-                continue
-            if PEPTIDE_CN[0] <= float(np.linalg.norm(coords[c] - coords[n])) <= PEPTIDE_CN[1]:
-                nxt[a] = b
+    def backbone(name: str) -> dict[int, np.ndarray]:
+        return {k: coords[i] for k, r in enumerate(res) for i, n in r.atom_names.items() if n == name}
+
+    nxt = dict(_peptide_links(backbone("C"), backbone("N"), PEPTIDE_CN))
     prv = {b: a for a, b in nxt.items()}
     nums = [r.number for r in res]
     src = [r.number_source for r in res]

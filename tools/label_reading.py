@@ -263,7 +263,7 @@ def _components(mask: np.ndarray, grey: np.ndarray, v: np.ndarray, v_dark: float
         if sl is None:
             continue
         h, w = sl[0].stop - sl[0].start, sl[1].stop - sl[1].start
-        if h > MAX_GLYPH_H or w > 4 * MAX_GLYPH_H or (h < MIN_GLYPH_H and h < 2 and w <= h + 1):
+        if h > MAX_GLYPH_H or w > 4 * MAX_GLYPH_H or (h < 2 and w <= h + 1):
             continue
         comp = lab == k
         if h >= MIN_GLYPH_H and _dark_ring_share(v, comp, sl, v_dark) < RING_DARK:
