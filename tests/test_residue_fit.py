@@ -80,3 +80,60 @@ def test_free_scale_reads_the_camera_distance_from_the_residue(pictured):
         assert fit is not None and fit.cost_px < 0.9
         assert abs(fit.distance / Dt - 1.0) < 0.03, (k, fit.distance / Dt)
         assert abs(fit.distance / Dt - 1.0) < abs(k - 1.0) / 2  # moved at least halfway to the truth
+
+
+def test_batched_residuals_and_jacobian_match_their_one_call_definitions(pictured):
+    """The fit's residuals are computed for batches of parameter sets (all views and classes in one gather,
+    Rodrigues rotations, every Jacobian step at once). On the real pictures they equal the one-call
+    definitions: per view and class ``ViewCostMap.sample`` and a k-d tree for the reverse term, scipy's
+    rotations and scipy's finite differences."""
+    from scipy.optimize._numdiff import approx_derivative
+    from scipy.spatial import cKDTree
+    from scipy.spatial.transform import Rotation
+
+    from misi_agent.tools.residue_fit import (CAP_PX, ViewCostMap, _Problem, _starts_from_cloud, atom_class,
+                                              nearest_distances, rotvec_matrices)
+
+    key, front, images = pictured
+    rec = reconstruct(images)
+    cloud, cloud_cls, carbon = residue_cloud(rec)
+    model = residue_model(key.name)
+    classes = sorted({atom_class(e, carbon) for e in model.elements})
+    prob = _Problem(model, [ViewCostMap.of(vd, classes) for vd in load_views(images)], carbon, rec.distance)
+    x0 = _starts_from_cloud(model, cloud)[0]
+    x0[6:] = 0.4  # torsions turned, so the articulation is exercised
+    prob.set_reverse(x0)
+    assert sum(len(r) for r in prob.reverse) > 50
+
+    def one_call(x):
+        X = model.coords.copy()
+        for (a, b, moved), th in zip(model.torsions, x[6:]):
+            axis = (X[b] - X[a]) / np.linalg.norm(X[b] - X[a])
+            m = list(moved)
+            X[m] = (X[m] - X[b]) @ Rotation.from_rotvec(axis * th).as_matrix().T + X[b]
+        P = prob.points((X - prob.centre) @ Rotation.from_rotvec(x[:3]).as_matrix().T + x[3:6])
+        out = []
+        for vm, rev in zip(prob.views, prob.reverse):
+            uv = np.nan_to_num(prob.project(P, vm, prob.D), nan=-1e4)
+            out += [vm.sample(c, uv[rows]) for c, rows in prob.groups]
+            if len(rev):
+                out.append(np.minimum(cKDTree(uv[prob.carbon_rows]).query(rev)[0], CAP_PX) * 0.5)
+        return np.concatenate(out)
+
+    rng = np.random.default_rng(0)
+    xs = x0 + rng.normal(size=(8, len(x0))) * np.r_[0.3, 0.3, 0.3, 1.0, 1.0, 1.0, [0.5] * (len(x0) - 6)]
+    batch = prob.residuals_many(xs)
+    for x, row in zip(xs, batch):
+        want = one_call(x)
+        assert row.shape == want.shape and np.abs(row - want).max() < 1e-9
+        assert np.array_equal(prob.residuals(x), row)
+    J = prob.jacobian(x0, 1e-3)
+    J_ref = approx_derivative(prob.residuals, x0, rel_step=1e-3, method="2-point")
+    assert J.shape == J_ref.shape and np.abs(J - J_ref).max() < 1e-6 * np.abs(J_ref).max()
+    # the pieces: rotations as scipy's, nearest distances as a k-d tree's
+    v = rng.normal(size=(20, 3)) * 2.0
+    assert np.allclose(rotvec_matrices(v), Rotation.from_rotvec(v).as_matrix(), atol=1e-14)
+    assert np.allclose(rotvec_matrices(np.zeros((1, 3))), np.eye(3))
+    pts, targets = rng.normal(size=(3, 40, 3)) * 5.0, rng.normal(size=(30, 3)) * 5.0
+    got = nearest_distances(targets, pts)
+    assert np.allclose(got, [cKDTree(p).query(targets)[0] for p in pts], rtol=0, atol=1e-12)
