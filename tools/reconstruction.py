@@ -157,12 +157,13 @@ class NormView:
     R: np.ndarray  # front frame (centroid-relative) -> this view's frame
 
     def project(self, P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Pixels (N, 2) and depths (N,) of centroid-relative normalised front-frame points."""
+        """Pixels (..., 2) and depths (...) of centroid-relative normalised front-frame points (..., 3)
+        (nan pixels behind the camera)."""
         q = np.asarray(P, float) @ self.R.T
-        depth = 1.0 - q[:, 2]
+        depth = 1.0 - q[..., 2]
         safe = np.where(depth > 1e-6, depth, np.nan)
-        return np.stack([self.width / 2.0 + self.focal * q[:, 0] / safe,
-                         self.height / 2.0 - self.focal * q[:, 1] / safe], axis=1), depth
+        return np.stack([self.width / 2.0 + self.focal * q[..., 0] / safe,
+                         self.height / 2.0 - self.focal * q[..., 1] / safe], axis=-1), depth
 
     def rays(self, uv: np.ndarray) -> np.ndarray:
         """Per pixel the (dx, dy) slope of its ray: a point at depth t is (dx t, dy t, 1 − t) in this view's frame."""

@@ -249,12 +249,10 @@ class _Problem:
         self.sample_offset = offset[:, sample_class]  # (views, samples)
         self.h = np.array([vm.maps[self.groups[0][0]].shape[0] for vm in views], float)[:, None]
         self.w = np.array([vm.maps[self.groups[0][0]].shape[1] for vm in views], float)[:, None]
-        self.R = np.array([vm.cam.R for vm in views], float).reshape(-1, 3, 3)
-        self.focal = np.array([vm.cam.focal for vm in views], float)[:, None]
-        self.half = np.array([[vm.cam.width / 2.0, vm.cam.height / 2.0] for vm in views], float).reshape(-1, 2)
 
     def distance(self, x: np.ndarray) -> float:
-        return self.D * float(np.exp(x[-1])) if self.free_scale else self.D
+        """The camera distance (Å) of parameters x: :meth:`distances` of one set."""
+        return float(self.distances(np.asarray(x, float)[None])[0])
 
     def atoms(self, x: np.ndarray) -> np.ndarray:
         """Å front-frame coordinates of the model's atoms for parameters x = (rotvec 3, centre Å 3, torsions
@@ -262,6 +260,7 @@ class _Problem:
         return self.atoms_many(np.asarray(x, float)[None])[0]
 
     def distances(self, xs: np.ndarray) -> np.ndarray:
+        """Camera distances (Å) of a batch of parameter sets: fixed, or scaled by the last parameter when free."""
         return self.D * np.exp(xs[:, -1]) if self.free_scale else np.full(len(xs), self.D)
 
     def atoms_many(self, xs: np.ndarray) -> np.ndarray:
@@ -286,11 +285,7 @@ class _Problem:
         """Pixels (B, views, N, 2) of Å front-frame points P (B, N, 3) at camera distances D (B,) in every view;
         behind a camera -> far off the picture."""
         n = (P + D[:, None, None] * np.array([0.0, 0.0, 1.0])) / D[:, None, None]
-        q = np.einsum("kij,bnj->bkni", self.R, n)
-        depth = 1.0 - q[..., 2]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            s = np.where(depth > 1e-6, self.focal / depth, np.nan)
-            uv = np.stack([self.half[:, :1] + q[..., 0] * s, self.half[:, 1:] - q[..., 1] * s], axis=-1)
+        uv = np.stack([vm.cam.project(n)[0] for vm in self.views], axis=1)
         return np.where(np.isfinite(uv), uv, -1e4)
 
     def sample_all(self, uv: np.ndarray) -> np.ndarray:
