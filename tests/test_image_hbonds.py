@@ -335,3 +335,47 @@ def test_cut_off_and_overgrown_residue_numbers_are_repaired_from_fitted_peptide_
     assert [r.number for r in res] == [4, 42, 43, 4, 45, 4699, 12, 48]
     assert [out[k].number for k in range(8)] == [4, 42, 43, 44, 45, 46, 12, 48]
     assert out[3].number_source == "peptide" and out[6].number_source == "ocr"
+
+
+def test_residue_fitted_off_its_chain_is_refitted_joined_to_its_neighbours(cx):
+    """6yqw's pocket pictured and reconstructed from the images; His 42–Phe 45 given their entry atoms (in the
+    reconstruction's frame), Phe 44 turned 120° about CA–CB as a fit from a wrong start leaves it (its N 2.4 Å off,
+    not bonded to Gly 43's C). The chain pass refits Phe 44 joined to Gly 43 and Phe 45: its N comes back beside
+    Gly 43's C; the residues whose links were intact are left as they were."""
+    from scipy.spatial import cKDTree
+    from scipy.spatial.transform import Rotation
+
+    from misi_agent.tools.image_hbonds import _chain_refitted
+    from misi_agent.tools.reconstruction import load_views, reconstruct
+
+    images = _views(cx, RasterRenderer())
+    rec, views = reconstruct(images), load_views(images)
+    front = scene_from_complex(cx, "front")
+    Dt, D = float(-front.coords[:, 2].mean()), float(rec.distance)
+    z = np.array([0.0, 0.0, 1.0])
+    pocket = np.flatnonzero(~np.asarray(rec.is_ligand, bool))
+    tree = cKDTree(np.asarray(rec.coords)[pocket])
+    res, true = [], {}
+    for key in cx.residues()[1:5]:  # HIS 42, GLY 43, PHE 44, PHE 45
+        sel = [i for i in range(len(front)) if not front.is_ligand[i]
+               and front.residue_keys[front.residue[i]].number == key.number]
+        atoms = {str(front.atom_names[i]): (front.coords[i] + z * Dt) * (D / Dt) - z * D for i in sel}
+        true[key.number] = atoms
+        if key.number == 44:
+            ca, cb = atoms["CA"], atoms["CB"]
+            turn = Rotation.from_rotvec((cb - ca) / np.linalg.norm(cb - ca) * np.radians(-120.0))
+            atoms = {n: turn.apply(x - ca) + ca for n, x in atoms.items()}
+        _, j = tree.query(np.array(list(atoms.values())))
+        group = int(np.bincount(np.asarray(rec.residue)[pocket[j]]).argmax())  # the group drawn in its colour
+        res.append(ResidueIdentity(group, (), key.name, key.number, "", {}, 1.0, "ocr+graph", "ocr", {},
+                                   {n: tuple(x) for n, x in atoms.items()}))
+    assert [r.label for r in res] == ["HIS 42", "GLY 43", "PHE 44", "PHE 45"]
+    n44 = np.asarray(res[2].completed["N"])
+    assert np.linalg.norm(n44 - true[44]["N"]) > 2.0
+    fits = {}
+    out = _chain_refitted(views, rec, res, fits)
+    assert out[0] is res[0] and out[1] is res[1] and out[3] is res[3]  # intact links: nothing refitted
+    n44 = np.asarray(out[2].completed["N"])
+    assert np.linalg.norm(n44 - true[44]["N"]) < 0.5
+    assert 1.0 <= np.linalg.norm(n44 - true[43]["C"]) <= 1.7  # bonded to Gly 43's C again
+    assert "PHE 44" in fits and fits["PHE 44"].cost_px < 2.0

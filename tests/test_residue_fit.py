@@ -137,3 +137,41 @@ def test_batched_residuals_and_jacobian_match_their_one_call_definitions(picture
     pts, targets = rng.normal(size=(3, 40, 3)) * 5.0, rng.normal(size=(30, 3)) * 5.0
     got = nearest_distances(targets, pts)
     assert np.allclose(got, [cKDTree(p).query(targets)[0] for p in pts], rtol=0, atol=1e-12)
+
+
+def test_restraint_pulls_its_atom_and_the_cost_stays_the_pictures(pictured):
+    """A restraint pulls its atom to the place chemistry says, hard enough to win over the pictures' soft-L1 pull
+    (its residual is stretched so that the loss costs it exactly its square), and the fit still reports what the
+    pictures alone say of the pose: started from the residue turned 120° about CA–CB (its N on another atom's
+    place), a pull on N to the entry's N brings N there, where the unpulled fit from the same start stays off."""
+    from scipy.spatial.transform import Rotation
+
+    from misi_agent.tools.residue_fit import RESTRAINT_WEIGHT, Restraint, ViewCostMap, _Problem, atom_class
+
+    key, front, images = pictured
+    rec = reconstruct(images)
+    _, _, carbon = residue_cloud(rec)
+    views = load_views(images)
+    Dt, D = float(-front.coords[:, 2].mean()), rec.distance
+    z = np.array([0.0, 0.0, 1.0])
+    true = {str(front.atom_names[i]): (front.coords[i] + z * Dt) * (D / Dt) - z * D
+            for i in range(len(front)) if not front.is_ligand[i]}
+    ca, cb = true["CA"], true["CB"]
+    turn = Rotation.from_rotvec((cb - ca) / np.linalg.norm(cb - ca) * np.radians(120.0))
+    start = {n: turn.apply(x - ca) + ca for n, x in true.items()}
+    free = fit_residue(views, key.name, carbon, D, named=start, search=False, flips=False)
+    pulled = fit_residue(views, key.name, carbon, D, named=start, search=False, flips=False,
+                         restraints=[Restraint("N", true["N"])])
+    assert np.linalg.norm(free.coords["N"] - true["N"]) > 1.0
+    assert np.linalg.norm(pulled.coords["N"] - true["N"]) < 0.5
+    # the reported cost is the pictures' alone, at the pulled pose
+    model = residue_model(key.name)
+    classes = sorted({atom_class(e, carbon) for e in model.elements})
+    prob = _Problem(model, [ViewCostMap.of(vd, classes) for vd in views], carbon, D)
+    prob.restraints = [(list(model.atom_names).index("N"), true["N"], 0.0)]
+    r = prob.restraint_residuals(pulled.params[None])[0]
+    dev = pulled.coords["N"] - true["N"]
+    assert np.allclose(2.0 * (np.sqrt(1.0 + r ** 2) - 1.0), (RESTRAINT_WEIGHT * dev) ** 2)  # soft-L1 loss = square
+    assert len(prob.residuals(pulled.params)) == len(r) + sum(len(rows) for _, rows in prob.groups) * len(views)
+    # the pull led the fit out of a wrong minimum: the pictures themselves like the pulled pose better (1.13 / 1.64 px)
+    assert pulled.cost_px < free.cost_px

@@ -288,7 +288,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DE
     residues put back together and searched for, 27.75 with poor fits completed (a superset answer scores 0.5),
     30.25 with their contradicted names corrected; 28.60 → 29.05 with the ligand's phosphate P kept and its
     bonds pruned to valence, measured with bonds recomputed; 29.77 with cut-off residue numbers repaired from the
-    fitted peptide links (:func:`~misi_agent.tools.identity.truncated_numbers_repaired`;
+    fitted peptide links (:func:`~misi_agent.tools.identity.truncated_numbers_repaired`); 29.00 → 30.75 with sequence
+    neighbours whose fits broke the chain refitted joined (:func:`_chain_refitted`;
     ``eval/results/image_hbonds_residue_fit.md``). Pass
     ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
@@ -305,6 +306,7 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str = DE
         views = views if views is not None else load_views(images_by_view)
         residues, fits = _fitted_pocket(views, rec, residues)
         residues = truncated_numbers_repaired(residues)
+        residues = _chain_refitted(views, rec, residues, fits)
         placed = [np.asarray(x, float) for r in residues for x in r.completed.values()]
         rec = _without_ligand_atoms_at(rec, np.array(placed).reshape(-1, 3))
         rec = _one_ligand_atom_per_place(rec, views)
@@ -505,6 +507,81 @@ def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
             named = _poor_fit_atoms(r.name, named, {n: np.asarray(x, float) for n, x in fit.coords.items()})
         out.append(replace(r, atom_names={}, completed={n: tuple(map(float, x)) for n, x in named.items()}))
     return out, fits
+
+
+CHAIN_REACH_A = 6.0  # Å: sequence neighbours whose fitted C(n−1)–N(n) is not a bond but this close are refitted joined
+CHAIN_MARGIN_PX = 0.2  # a joined refit is kept when it fits the pictures at most this much worse (mean px per residual)
+
+
+def _peptide_n(ca: np.ndarray, c: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """Where the next residue's N lies: 1.33 Å from C in the plane of CA, C, O, opposite their bisector (trans peptide)."""
+    u = (o - c) / np.linalg.norm(o - c) + (ca - c) / np.linalg.norm(ca - c)
+    return c - 1.33 * u / np.linalg.norm(u)
+
+
+def _chain_refitted(views, rec, residues: Sequence[ResidueIdentity], fits: dict[str, Any]) -> list[ResidueIdentity]:
+    """Sequence neighbours near the ligand refitted joined where their separate fits broke the chain.
+
+    Each residue is fitted alone, and a residue of few atoms seen edge-on (a Gly, the backbone of a long side chain)
+    fits about as well with its N on the previous residue's C as in its place: raster T9 lost 14 bonds of backbone N
+    that way (``eval/results/image_hbonds_residue_fit.md``). Residues numbered n − 1 and n are joined by a peptide
+    bond whatever the pictures show, so where the fitted C(n − 1) and N(n) are not bonded but within
+    :data:`CHAIN_REACH_A`, both ways of joining them are fitted: residue n with its N pulled to where residue
+    n − 1's C=O puts it, and residue n − 1 with its C pulled to a bond's length from residue n's N. The one the
+    pictures mind least is kept, when its cost is at most :data:`CHAIN_MARGIN_PX` above the same residue's fit
+    without the pull (often it is below: the pull leads the fit out of a wrong minimum). Pairs in sequence order;
+    a refitted residue is the neighbour its next pair is joined to."""
+    from dataclasses import replace
+
+    from scipy.spatial import cKDTree
+
+    from misi_agent.tools.identity import FITTED_PEPTIDE_CN
+    from misi_agent.tools.residue_fit import DEFAULT_CARBON, Restraint, fit_residue, residue_carbon_class
+
+    out = list(residues)
+    coords = np.asarray(rec.coords, float)
+    lig = coords[np.asarray(rec.is_ligand, bool)]
+    if not len(out) or not len(lig):
+        return out
+    tree = cKDTree(lig)
+    numbered: dict[int, list[int]] = {}
+    for k, r in enumerate(out):
+        if r.number is not None and not r.ins_code:
+            numbered.setdefault(r.number, []).append(k)
+    grouped = _regrouped(rec, residues)
+    D = float(rec.distance)
+
+    def atoms(k: int) -> dict[str, np.ndarray]:
+        return {n: np.asarray(x, float) for n, x in out[k].completed.items()}
+
+    def refit(k: int, pulls: list) -> tuple[float, Any]:
+        """(cost above the unpulled fit, the pulled fit) of residue k; (inf, None) when it does not fit."""
+        r = out[k]
+        carbon = residue_carbon_class(grouped, r.group) or DEFAULT_CARBON
+        alone = fit_residue(views, r.name, carbon, D, named=atoms(k), search=False, flips=False)
+        joined = fit_residue(views, r.name, carbon, D, named=atoms(k), search=False, flips=False, restraints=pulls)
+        return (joined.cost_px - alone.cost_px, joined) if alone is not None and joined is not None else (np.inf, None)
+
+    for number in sorted(numbered):
+        if len(numbered[number]) != 1 or len(numbered.get(number - 1, [])) != 1:
+            continue
+        ka, kb = numbered[number - 1][0], numbered[number][0]
+        A, B = atoms(ka), atoms(kb)
+        if not all(x in A for x in ("CA", "C", "O")) or not all(x in B for x in ("N", "CA", "C")):
+            continue
+        d = float(np.linalg.norm(A["C"] - B["N"]))
+        if FITTED_PEPTIDE_CN[0] <= d <= FITTED_PEPTIDE_CN[1] or d >= CHAIN_REACH_A:
+            continue
+        if float(tree.query(np.array(list(A.values()) + list(B.values())))[0].min()) >= NEAR_LIGAND_A:
+            continue
+        tries = [(*refit(kb, [Restraint("N", _peptide_n(A["CA"], A["C"], A["O"]))]), kb),
+                 (*refit(ka, [Restraint("C", B["N"], 1.33)]), ka)]
+        worse, fit, k = min(tries, key=lambda t: t[0])
+        if fit is None or worse > CHAIN_MARGIN_PX:
+            continue
+        out[k] = replace(out[k], completed={n: tuple(map(float, x)) for n, x in fit.coords.items()})
+        fits[out[k].label] = fit
+    return out
 
 
 RENAME_A = 0.7  # Å: a named atom this close to where a poor fit put another atom of its element may take that name

@@ -208,6 +208,20 @@ class ViewCostMap:
 
 
 @dataclass(frozen=True)
+class Restraint:
+    """Chemistry the pictures do not see, as a pull on one atom of the fit: to ``target`` (Å, front frame) when
+    ``length`` is 0, else to ``length`` Å from it (a bond to an atom of another residue). Used to keep a residue
+    joined to its fitted chain neighbours (the peptide bond C(n−1)–N(n), 1.33 Å)."""
+
+    atom: str
+    target: np.ndarray
+    length: float = 0.0
+
+
+RESTRAINT_WEIGHT = 10.0  # a restraint costs (this × its deviation in Å)², like that many px² of squared residual
+
+
+@dataclass(frozen=True)
 class ResidueFit:
     """A fitted residue: atom name -> Å coordinates (front frame), the mean cost per sample (px), the
     camera distance used and the torsion deltas."""
@@ -237,6 +251,7 @@ class _Problem:
         self.centre = model.coords.mean(0)
         self.reverse: list[np.ndarray] = [np.zeros((0, 2)) for _ in views]
         self.free_scale = False
+        self.restraints: list[tuple[int, np.ndarray, float]] = []  # (atom index, target Å, length Å)
         # all views' cost maps in one flat array: map (view k, class j) starts at offset[k, j]
         self.order = np.concatenate([rows for _, rows in self.groups])  # samples grouped by class, as output
         sample_class = np.empty(len(cls), int)
@@ -317,7 +332,30 @@ class _Problem:
             out.append(cost[:, k])
             if len(rev):
                 out.append(np.minimum(nearest_distances(rev, uv[:, k, self.carbon_rows]), CAP_PX) * 0.5)
+        if self.restraints:
+            out.append(self.restraint_residuals(xs))
         return np.concatenate(out, axis=1) if out else np.zeros((len(xs), 0))
+
+    def restraint_residuals(self, xs: np.ndarray) -> np.ndarray:
+        """(B, m) deviations of the restrained atoms (three per target, one per length), scaled by
+        :data:`RESTRAINT_WEIGHT` and stretched so that the fit's soft-L1 loss, 2(√(1 + r²) − 1), costs them
+        exactly their square: a restraint pulls harder the further its atom is, where the loss would cap the
+        pull of a far-off residual at a few samples' worth."""
+        X = self.atoms_many(xs)
+        out = []
+        for k, target, length in self.restraints:
+            d = X[:, k] - target
+            out.append(d if length <= 0.0 else np.linalg.norm(d, axis=1, keepdims=True) - length)
+        r = RESTRAINT_WEIGHT * np.concatenate(out, axis=1)
+        return np.sign(r) * np.sqrt((0.5 * r * r + 1.0) ** 2 - 1.0)
+
+    def image_cost(self, x: np.ndarray) -> float:
+        """Mean cost per residual (px) of parameters x in the pictures alone (no restraints), as a fit reports it."""
+        kept, self.restraints = self.restraints, []
+        try:
+            return float(np.mean(np.minimum(np.abs(self.residuals(x)), CAP_PX)))
+        finally:
+            self.restraints = kept
 
     def jacobian(self, x: np.ndarray, rel_step: float) -> np.ndarray:
         """The residuals' Jacobian (:func:`forward_jacobian`); the reverse term makes them float64, else float32."""
@@ -449,7 +487,7 @@ def fit_residue(views, name: str, carbon_class: str, distance: float, *,
                 named: Mapping[str, np.ndarray] | None = None, cloud: np.ndarray | None = None,
                 cloud_classes: np.ndarray | None = None, terminal: bool = False,
                 free_scale: bool = False, alone: bool = False, search: bool = True,
-                flips: bool = True) -> ResidueFit | None:
+                flips: bool = True, restraints: Sequence[Restraint] = ()) -> ResidueFit | None:
     """Fit residue ``name`` (drawn with carbons of ``carbon_class``) to the views (the reconstruction's
     :class:`~misi_agent.tools.reconstruction.ViewData`), at camera distance ``distance`` Å.
 
@@ -462,7 +500,8 @@ def fit_residue(views, name: str, carbon_class: str, distance: float, *,
     views, seed fits from several orientations directly on the images. None when the residue has no
     template or nothing to start from. ``search=False`` keeps to the start from the named atoms (and
     the torsion flips): for many residues at once. ``flips=False`` leaves out the torsion flips too (a
-    quick fit, to compare starts; about a tenth of the time).
+    quick fit, to compare starts; about a tenth of the time). ``restraints`` pull atoms towards places
+    the chemistry says (:class:`Restraint`); the cost reported is then still the pictures' alone.
     """
     model = residue_model(name, terminal)
     if model is None:
@@ -470,6 +509,8 @@ def fit_residue(views, name: str, carbon_class: str, distance: float, *,
     classes = sorted({atom_class(e, carbon_class) for e in model.elements})
     vms = [ViewCostMap.of(vd, classes) for vd in views]
     prob = _Problem(model, vms, carbon_class, distance)
+    prob.restraints = [(model.atom_names.index(r.atom), np.asarray(r.target, float), float(r.length))
+                       for r in restraints if r.atom in model.atom_names]
     x_named = start_from_named(model, named) if named else None
     from_named = _fit_image(prob, x_named) if x_named is not None else None
     best = from_named
@@ -496,6 +537,8 @@ def fit_residue(views, name: str, carbon_class: str, distance: float, *,
         prob.free_scale = True
         x, cost = _fit_image(prob, np.concatenate([x, [0.0]]))
         D = prob.distance(x)
+    if prob.restraints:  # what the pictures say of the pose, as an unrestrained fit reports it
+        cost = prob.image_cost(x)
     X = prob.atoms(x)
     return ResidueFit(name, iupac_coords(name, {n: X[k] for k, n in enumerate(model.atom_names)}), cost, D, x)
 
