@@ -337,15 +337,13 @@ def test_cut_off_and_overgrown_residue_numbers_are_repaired_from_fitted_peptide_
     assert out[3].number_source == "peptide" and out[6].number_source == "ocr"
 
 
-def test_residue_fitted_off_its_chain_is_refitted_joined_to_its_neighbours(cx):
-    """6yqw's pocket pictured and reconstructed from the images; His 42–Phe 45 given their entry atoms (in the
-    reconstruction's frame), Phe 44 turned 120° about CA–CB as a fit from a wrong start leaves it (its N 2.4 Å off,
-    not bonded to Gly 43's C). The chain pass refits Phe 44 joined to Gly 43 and Phe 45: its N comes back beside
-    Gly 43's C; the residues whose links were intact are left as they were."""
+@pytest.fixture(scope="module")
+def pocket_pictured(cx):
+    """6yqw's pocket drawn by the raster renderer and reconstructed from the pictures, and a function giving residues
+    their entry atoms in the reconstruction's frame (rescaled about the camera like the pictures), each in the
+    reconstruction group drawn in its colour: (rec, views, residues(numbers, change) -> (residues, entry atoms))."""
     from scipy.spatial import cKDTree
-    from scipy.spatial.transform import Rotation
 
-    from misi_agent.tools.image_hbonds import _chain_refitted
     from misi_agent.tools.reconstruction import load_views, reconstruct
 
     images = _views(cx, RasterRenderer())
@@ -355,20 +353,42 @@ def test_residue_fitted_off_its_chain_is_refitted_joined_to_its_neighbours(cx):
     z = np.array([0.0, 0.0, 1.0])
     pocket = np.flatnonzero(~np.asarray(rec.is_ligand, bool))
     tree = cKDTree(np.asarray(rec.coords)[pocket])
-    res, true = [], {}
-    for key in cx.residues()[1:5]:  # HIS 42, GLY 43, PHE 44, PHE 45
-        sel = [i for i in range(len(front)) if not front.is_ligand[i]
-               and front.residue_keys[front.residue[i]].number == key.number]
-        atoms = {str(front.atom_names[i]): (front.coords[i] + z * Dt) * (D / Dt) - z * D for i in sel}
-        true[key.number] = atoms
-        if key.number == 44:
-            ca, cb = atoms["CA"], atoms["CB"]
-            turn = Rotation.from_rotvec((cb - ca) / np.linalg.norm(cb - ca) * np.radians(-120.0))
-            atoms = {n: turn.apply(x - ca) + ca for n, x in atoms.items()}
-        _, j = tree.query(np.array(list(atoms.values())))
-        group = int(np.bincount(np.asarray(rec.residue)[pocket[j]]).argmax())  # the group drawn in its colour
-        res.append(ResidueIdentity(group, (), key.name, key.number, "", {}, 1.0, "ocr+graph", "ocr", {},
-                                   {n: tuple(x) for n, x in atoms.items()}))
+    names = {k.number: k.name for k in cx.residues()}
+
+    def residues(numbers, change):
+        res, true = [], {}
+        for number in numbers:
+            sel = [i for i in range(len(front)) if not front.is_ligand[i]
+                   and front.residue_keys[front.residue[i]].number == number]
+            atoms = {str(front.atom_names[i]): (front.coords[i] + z * Dt) * (D / Dt) - z * D for i in sel}
+            true[number] = atoms
+            atoms = change(number, dict(atoms))
+            _, j = tree.query(np.array(list(atoms.values())))
+            group = int(np.bincount(np.asarray(rec.residue)[pocket[j]]).argmax())  # the group drawn in its colour
+            res.append(ResidueIdentity(group, (), names[number], number, "", {}, 1.0, "ocr+graph", "ocr", {},
+                                       {n: tuple(x) for n, x in atoms.items()}))
+        return res, true
+
+    return rec, views, residues
+
+
+def _turned(atoms: dict, a: str, b: str, degrees: float, names=None) -> dict:
+    """The atoms (all, or ``names``) turned about the axis a→b through a."""
+    from scipy.spatial.transform import Rotation
+
+    axis = (atoms[b] - atoms[a]) / np.linalg.norm(atoms[b] - atoms[a])
+    turn = Rotation.from_rotvec(axis * np.radians(degrees))
+    return {n: (turn.apply(x - atoms[a]) + atoms[a] if names is None or n in names else x) for n, x in atoms.items()}
+
+
+def test_residue_fitted_off_its_chain_is_refitted_joined_to_its_neighbours(pocket_pictured):
+    """His 42–Phe 45 of 6yqw's pocket pictures given their entry atoms, Phe 44 turned 120° about CA–CB as a fit from a
+    wrong start leaves it (its N 2.4 Å off, not bonded to Gly 43's C). The chain pass refits Phe 44 joined to Gly 43
+    and Phe 45: its N comes back beside Gly 43's C; the residues whose links were intact are left as they were."""
+    from misi_agent.tools.image_hbonds import _chain_refitted
+
+    rec, views, residues = pocket_pictured
+    res, true = residues([42, 43, 44, 45], lambda n, at: _turned(at, "CA", "CB", -120.0) if n == 44 else at)
     assert [r.label for r in res] == ["HIS 42", "GLY 43", "PHE 44", "PHE 45"]
     n44 = np.asarray(res[2].completed["N"])
     assert np.linalg.norm(n44 - true[44]["N"]) > 2.0
@@ -379,3 +399,16 @@ def test_residue_fitted_off_its_chain_is_refitted_joined_to_its_neighbours(cx):
     assert np.linalg.norm(n44 - true[44]["N"]) < 0.5
     assert 1.0 <= np.linalg.norm(n44 - true[43]["C"]) <= 1.7  # bonded to Gly 43's C again
     assert "PHE 44" in fits and fits["PHE 44"].cost_px < 2.0
+
+
+def test_carbonyl_turned_the_wrong_way_is_put_back_in_the_peptide_plane(pocket_pictured):
+    """Phe 44's carbonyl O turned 180° about CA–C (a fit's commonest backbone slip: its C and the next N right, the O
+    on the other side): the peptide plane of CA, C and Phe 45's N says where O is, and the refit puts it back."""
+    from misi_agent.tools.image_hbonds import _chain_refitted
+
+    rec, views, residues = pocket_pictured
+    res, true = residues([43, 44, 45], lambda n, at: _turned(at, "CA", "C", 180.0, {"O"}) if n == 44 else at)
+    assert np.linalg.norm(np.asarray(res[1].completed["O"]) - true[44]["O"]) > 1.5
+    out = _chain_refitted(views, rec, res, {})
+    assert out[0] is res[0] and out[2] is res[2]
+    assert np.linalg.norm(np.asarray(out[1].completed["O"]) - true[44]["O"]) < 0.4

@@ -529,8 +529,11 @@ def _chain_refitted(views, rec, residues: Sequence[ResidueIdentity], fits: dict[
     :data:`CHAIN_REACH_A`, both ways of joining them are fitted: residue n with its N pulled to where residue
     n − 1's C=O puts it, and residue n − 1 with its C pulled to a bond's length from residue n's N. The one the
     pictures mind least is kept, when its cost is at most :data:`CHAIN_MARGIN_PX` above the same residue's fit
-    without the pull (often it is below: the pull leads the fit out of a wrong minimum). Pairs in sequence order;
-    a refitted residue is the neighbour its next pair is joined to."""
+    without the pull (often it is below: the pull leads the fit out of a wrong minimum). Then, for a bonded pair,
+    residue n − 1's O, which the fit often leaves turned about CA–C the wrong way (its C and the next N right),
+    is refitted pulled to the place the peptide plane of CA, C and the next N gives it, when more than
+    :data:`CARBONYL_OFF_A` from there, with the same margin. Pairs in sequence order; a refitted residue is the
+    neighbour its next pair is joined to."""
     from dataclasses import replace
 
     from scipy.spatial import cKDTree
@@ -569,19 +572,35 @@ def _chain_refitted(views, rec, residues: Sequence[ResidueIdentity], fits: dict[
         A, B = atoms(ka), atoms(kb)
         if not all(x in A for x in ("CA", "C", "O")) or not all(x in B for x in ("N", "CA", "C")):
             continue
-        d = float(np.linalg.norm(A["C"] - B["N"]))
-        if FITTED_PEPTIDE_CN[0] <= d <= FITTED_PEPTIDE_CN[1] or d >= CHAIN_REACH_A:
-            continue
         if float(tree.query(np.array(list(A.values()) + list(B.values())))[0].min()) >= NEAR_LIGAND_A:
             continue
-        tries = [(*refit(kb, [Restraint("N", _peptide_n(A["CA"], A["C"], A["O"]))]), kb),
-                 (*refit(ka, [Restraint("C", B["N"], 1.33)]), ka)]
-        worse, fit, k = min(tries, key=lambda t: t[0])
-        if fit is None or worse > CHAIN_MARGIN_PX:
-            continue
-        out[k] = replace(out[k], completed={n: tuple(map(float, x)) for n, x in fit.coords.items()})
-        fits[out[k].label] = fit
+        d = float(np.linalg.norm(A["C"] - B["N"]))
+        if not FITTED_PEPTIDE_CN[0] <= d <= FITTED_PEPTIDE_CN[1] and d < CHAIN_REACH_A:
+            tries = [(*refit(kb, [Restraint("N", _peptide_n(A["CA"], A["C"], A["O"]))]), kb),
+                     (*refit(ka, [Restraint("C", B["N"], 1.33)]), ka)]
+            worse, fit, k = min(tries, key=lambda t: t[0])
+            if fit is not None and worse <= CHAIN_MARGIN_PX:
+                out[k] = replace(out[k], completed={n: tuple(map(float, x)) for n, x in fit.coords.items()})
+                fits[out[k].label] = fit
+                A, B = atoms(ka), atoms(kb)
+        if FITTED_PEPTIDE_CN[0] <= float(np.linalg.norm(A["C"] - B["N"])) <= FITTED_PEPTIDE_CN[1]:
+            o = _peptide_o(A["CA"], A["C"], B["N"])
+            if np.linalg.norm(A["O"] - o) > CARBONYL_OFF_A:
+                worse, fit = refit(ka, [Restraint("O", o)])
+                if fit is not None and worse <= CHAIN_MARGIN_PX:
+                    out[ka] = replace(out[ka], completed={n: tuple(map(float, x)) for n, x in fit.coords.items()})
+                    fits[out[ka].label] = fit
     return out
+
+
+CARBONYL_OFF_A = 0.6  # Å: an O this far from where its peptide plane puts it is refitted pulled there
+
+
+def _peptide_o(ca: np.ndarray, c: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Where a residue's O lies once the next residue's N is bonded to its C: 1.23 Å from C in the plane of CA, C, N,
+    opposite their bisector."""
+    u = (ca - c) / np.linalg.norm(ca - c) + (n - c) / np.linalg.norm(n - c)
+    return c - 1.23 * u / np.linalg.norm(u)
 
 
 RENAME_A = 0.7  # Å: a named atom this close to where a poor fit put another atom of its element may take that name
