@@ -513,10 +513,11 @@ CHAIN_REACH_A = 6.0  # Å: sequence neighbours whose fitted C(n−1)–N(n) is n
 CHAIN_MARGIN_PX = 0.2  # a joined refit is kept when it fits the pictures at most this much worse (mean px per residual)
 
 
-def _peptide_n(ca: np.ndarray, c: np.ndarray, o: np.ndarray) -> np.ndarray:
-    """Where the next residue's N lies: 1.33 Å from C in the plane of CA, C, O, opposite their bisector (trans peptide)."""
-    u = (o - c) / np.linalg.norm(o - c) + (ca - c) / np.linalg.norm(ca - c)
-    return c - 1.33 * u / np.linalg.norm(u)
+def _opposite_bisector(c: np.ndarray, a: np.ndarray, b: np.ndarray, length: float) -> np.ndarray:
+    """The point ``length`` Å from c in the plane of a, c, b, opposite the bisector of c→a and c→b: the third
+    neighbour of a trigonal (sp²) centre, such as a peptide C's N from its O and CA, or its O from its CA and N."""
+    u = (a - c) / np.linalg.norm(a - c) + (b - c) / np.linalg.norm(b - c)
+    return c - length * u / np.linalg.norm(u)
 
 
 def _chain_refitted(views, rec, residues: Sequence[ResidueIdentity], fits: dict[str, Any]) -> list[ResidueIdentity]:
@@ -557,13 +558,22 @@ def _chain_refitted(views, rec, residues: Sequence[ResidueIdentity], fits: dict[
     def atoms(k: int) -> dict[str, np.ndarray]:
         return {n: np.asarray(x, float) for n, x in out[k].completed.items()}
 
+    unpulled: dict[int, float] = {}  # residue -> its quick refit's cost without a pull, until it is replaced
+
     def refit(k: int, pulls: list) -> tuple[float, Any]:
         """(cost above the unpulled fit, the pulled fit) of residue k; (inf, None) when it does not fit."""
         r = out[k]
         carbon = residue_carbon_class(grouped, r.group) or DEFAULT_CARBON
-        alone = fit_residue(views, r.name, carbon, D, named=atoms(k), search=False, flips=False)
+        if k not in unpulled:
+            alone = fit_residue(views, r.name, carbon, D, named=atoms(k), search=False, flips=False)
+            unpulled[k] = alone.cost_px if alone is not None else np.inf
         joined = fit_residue(views, r.name, carbon, D, named=atoms(k), search=False, flips=False, restraints=pulls)
-        return (joined.cost_px - alone.cost_px, joined) if alone is not None and joined is not None else (np.inf, None)
+        return (joined.cost_px - unpulled[k], joined) if joined is not None and np.isfinite(unpulled[k]) else (np.inf, None)
+
+    def take(k: int, fit) -> None:
+        out[k] = replace(out[k], completed={n: tuple(map(float, x)) for n, x in fit.coords.items()})
+        fits[out[k].label] = fit
+        unpulled.pop(k, None)
 
     for number in sorted(numbered):
         if len(numbered[number]) != 1 or len(numbered.get(number - 1, [])) != 1:
@@ -576,31 +586,22 @@ def _chain_refitted(views, rec, residues: Sequence[ResidueIdentity], fits: dict[
             continue
         d = float(np.linalg.norm(A["C"] - B["N"]))
         if not FITTED_PEPTIDE_CN[0] <= d <= FITTED_PEPTIDE_CN[1] and d < CHAIN_REACH_A:
-            tries = [(*refit(kb, [Restraint("N", _peptide_n(A["CA"], A["C"], A["O"]))]), kb),
+            tries = [(*refit(kb, [Restraint("N", _opposite_bisector(A["C"], A["O"], A["CA"], 1.33))]), kb),
                      (*refit(ka, [Restraint("C", B["N"], 1.33)]), ka)]
             worse, fit, k = min(tries, key=lambda t: t[0])
             if fit is not None and worse <= CHAIN_MARGIN_PX:
-                out[k] = replace(out[k], completed={n: tuple(map(float, x)) for n, x in fit.coords.items()})
-                fits[out[k].label] = fit
+                take(k, fit)
                 A, B = atoms(ka), atoms(kb)
         if FITTED_PEPTIDE_CN[0] <= float(np.linalg.norm(A["C"] - B["N"])) <= FITTED_PEPTIDE_CN[1]:
-            o = _peptide_o(A["CA"], A["C"], B["N"])
+            o = _opposite_bisector(A["C"], A["CA"], B["N"], 1.23)
             if np.linalg.norm(A["O"] - o) > CARBONYL_OFF_A:
                 worse, fit = refit(ka, [Restraint("O", o)])
                 if fit is not None and worse <= CHAIN_MARGIN_PX:
-                    out[ka] = replace(out[ka], completed={n: tuple(map(float, x)) for n, x in fit.coords.items()})
-                    fits[out[ka].label] = fit
+                    take(ka, fit)
     return out
 
 
 CARBONYL_OFF_A = 0.6  # Å: an O this far from where its peptide plane puts it is refitted pulled there
-
-
-def _peptide_o(ca: np.ndarray, c: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """Where a residue's O lies once the next residue's N is bonded to its C: 1.23 Å from C in the plane of CA, C, N,
-    opposite their bisector."""
-    u = (ca - c) / np.linalg.norm(ca - c) + (n - c) / np.linalg.norm(n - c)
-    return c - 1.23 * u / np.linalg.norm(u)
 
 
 RENAME_A = 0.7  # Å: a named atom this close to where a poor fit put another atom of its element may take that name
@@ -669,8 +670,7 @@ def peptide_neighbours(res: ResidueIdentity, coords: np.ndarray) -> list[tuple[i
         out.append((res.number - 1, "GLY", {"CA": cap, "C": cp, "O": op}))
         if "O" in inv and "OXT" not in inv:
             O = inv["O"]
-            u = (O - C) / np.linalg.norm(O - C) + (CA - C) / np.linalg.norm(CA - C)
-            nn = C - 1.33 * u / np.linalg.norm(u)
+            nn = _opposite_bisector(C, O, CA, 1.33)
             can = _place(CA, C, nn, 1.46, 121.7, 180.0)
             out.append((res.number + 1, "GLY", {"N": nn, "CA": can}))
     return out
