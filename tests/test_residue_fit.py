@@ -139,11 +139,11 @@ def test_batched_residuals_and_jacobian_match_their_one_call_definitions(picture
     assert np.allclose(got, [cKDTree(p).query(targets)[0] for p in pts], rtol=0, atol=1e-12)
 
 
-def test_restraint_pulls_its_atom_and_the_cost_stays_the_pictures(pictured):
+def test_restraint_pulls_its_atom_out_of_a_wrong_minimum(pictured):
     """A restraint pulls its atom to the place chemistry says, hard enough to win over the pictures' soft-L1 pull
-    (its residual is stretched so that the loss costs it exactly its square), and the fit still reports what the
-    pictures alone say of the pose: started from the residue turned 120° about CA–CB (its N on another atom's
-    place), a pull on N to the entry's N brings N there, where the unpulled fit from the same start stays off."""
+    (its residual is stretched so that the loss costs it exactly its square): started from the residue turned 120°
+    about CA–CB (its N on another atom's place), a pull on N to the entry's N brings N there, where the unpulled fit
+    from the same start stays off, and the pictures' own cost of the pulled pose is the lower one."""
     from scipy.spatial.transform import Rotation
 
     from misi_agent.tools.residue_fit import RESTRAINT_WEIGHT, Restraint, ViewCostMap, _Problem, atom_class
@@ -164,7 +164,7 @@ def test_restraint_pulls_its_atom_and_the_cost_stays_the_pictures(pictured):
                          restraints=[Restraint("N", true["N"])])
     assert np.linalg.norm(free.coords["N"] - true["N"]) > 1.0
     assert np.linalg.norm(pulled.coords["N"] - true["N"]) < 0.5
-    # the reported cost is the pictures' alone, at the pulled pose
+    # the restraint's rows: appended after the pictures' rows, and the loss costs each exactly its square
     model = residue_model(key.name)
     classes = sorted({atom_class(e, carbon) for e in model.elements})
     prob = _Problem(model, [ViewCostMap.of(vd, classes) for vd in views], carbon, D)
