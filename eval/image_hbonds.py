@@ -351,8 +351,9 @@ def report(res: dict, renderer: str, set_dir: Path, noise: float, arms: list[str
             chains[c] += 1
     n9 = sum(1 for r in rows if r["task"] == "pocket_ligand_interaction")
     wrong = sum(1 for r in rows if r["task"] == "pocket_ligand_interaction" and r.get("gold_chains") != ["A"])
-    lines += ["## Chain", "", f"Chains are not drawn; T9 answers assume chain A. Gold chains over the {n9} T9 items: "
-              f"{dict(chains)}; items where A is wrong for some bond: {wrong}.", ""]
+    lines += ["## Chain", "", f"Chains are not drawn; T9 answers leave the chain out, and the scorer matches such a bond "
+              f"on any chain. Gold chains over the {n9} T9 items: {dict(chains)}; items where assuming chain A would "
+              f"be wrong for some bond: {wrong}.", ""]
     lines += ["## Items", "", "| id | gold | " + " | ".join(arms) + " |", "|---|---|" + "---|" * len(arms)]
     for r in rows:
         cells = []

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import warnings
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -319,9 +320,14 @@ _ORDER = {
 
 @lru_cache(maxsize=512)
 def ccd_template(code: str) -> struc.AtomArray | None:
-    """The CCD definition of a component (heavy atoms, bonds, formal charges), or None."""
+    """The CCD definition of a component (heavy atoms, bonds, formal charges), or None.
+
+    Components without ideal coordinates take their model coordinates; biotite warns about that on
+    stderr, which says nothing to a user who only asked a question (only the atoms and bonds are used)."""
     try:
-        res = info.residue(code.upper())
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The coordinates are missing for some atoms")
+            res = info.residue(code.upper())
     except (KeyError, ValueError):
         return None
     return res[res.element != "H"]
