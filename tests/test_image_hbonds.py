@@ -163,6 +163,29 @@ def test_residue_labels_triangulated_near_their_residues(cx):
     assert np.median(dist) < 2.0 and np.all(dist < LABEL_3D_MAX_A), np.round(np.sort(dist), 1)
 
 
+def test_labels_drawn_twice_name_both_copies_of_a_dimer_pocket(cx):
+    """1hpx: the HIV protease dimer around its inhibitor, so most pocket residues are there twice (chains A and B)
+    and, chains not being drawn, so is their label. The texts read at two places are found, only among those the
+    pocket holds twice, and each names both copies: with exact atoms 74 of 79 residues get their name and number
+    (53 when each text could name one residue only). 6yqw's single chain has no such text."""
+    from collections import Counter
+
+    from misi_agent.tools.identity import label_copies
+    from misi_agent.tools.image_hbonds import read_all_labels
+
+    dimer = load_complex(DATA / "1hpx.pdb.gz", ligand="KNI")
+    labels = read_all_labels(_views(dimer, RasterRenderer()))
+    twice = {t for t, n in Counter((k.name, str(k.number)) for k in dimer.residues()).items() if n == 2}
+    copies = label_copies(labels)
+    assert len(copies) >= 25 and set(copies) <= twice and set(copies.values()) == {2}, sorted(copies)
+    res = identify_residues(oracle_reconstruction(dimer), labels)
+    keys = scene_from_complex(dimer, "front").residue_keys
+    right = [r for r in res if (r.name, r.number) == (keys[r.group].name, keys[r.group].number)]
+    assert len(right) >= 0.9 * len(res), (len(right), len(res))
+    assert sum(r.label in {f"{a} {b}" for a, b in copies} for r in right) >= 2 * 20  # both copies of most texts
+    assert not label_copies(read_all_labels(_views(cx, RasterRenderer())))
+
+
 def _group_with(rec, sc, name: str, number: int, extra: list[int]):
     """``rec`` with the atoms ``extra`` moved into residue (name, number)'s group, and that group's identity
     as the question would state it (no atom named yet)."""

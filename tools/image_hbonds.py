@@ -292,7 +292,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     bonds pruned to valence, measured with bonds recomputed; 29.77 with cut-off residue numbers repaired from the
     fitted peptide links (:func:`~misi_agent.tools.identity.truncated_numbers_repaired`); 29.00 → 30.75 with sequence
     neighbours whose fits broke the chain refitted joined (:func:`_chain_refitted`); 30.75 → 33.13 with the chain
-    left out instead of chain A written (``eval/results/image_hbonds_residue_fit.md``). Pass
+    left out instead of chain A written; 33.84 with a label drawn twice naming both copies of a two-chain pocket
+    (:func:`~misi_agent.tools.identity.label_copies`; ``eval/results/image_hbonds_residue_fit.md``). Pass
     ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
