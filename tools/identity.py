@@ -695,21 +695,25 @@ def label_copies(labels_by_view: Mapping[str, ImageLabels]) -> dict[tuple[str, s
     repeats at two places in two views. Texts read at one place are left out."""
     seen: dict[tuple[str, str], list[int]] = {}
     for labs in labels_by_view.values():
-        res_labels = labs.of_kind("residue")
-        apart = DUPLICATE_APART_HEIGHTS * _text_height(res_labels)
-        places: dict[tuple[str, str], list[np.ndarray]] = {}
-        for lab in res_labels:
-            rr = residue_reading(lab)
-            if rr is not None:
-                x0, y0, x1, y1 = lab.box
-                places.setdefault((rr[0], rr[1]), []).append(np.array([(x0 + x1) / 2.0, (y0 + y1) / 2.0]))
-        for text, pts in places.items():
+        apart = DUPLICATE_APART_HEIGHTS * _text_height(labs.of_kind("residue"))
+        for text, pts in _residue_text_centres(labs).items():
             distinct: list[np.ndarray] = []
             for p in pts:
                 if all(np.linalg.norm(p - q) > apart for q in distinct):
                     distinct.append(p)
             seen.setdefault(text, []).append(len(distinct))
-    return {t: sorted(n)[-2] for t, n in seen.items() if len(n) >= 2 and sorted(n)[-2] >= 2}
+    second = {t: sorted(n)[-2] for t, n in seen.items() if len(n) >= 2}  # places seen in at least two views
+    return {t: k for t, k in second.items() if k >= 2}
+
+
+def _residue_text_centres(labs: ImageLabels) -> dict[tuple[str, str], list[np.ndarray]]:
+    """Each residue text (name, number) read in one view, with the centres of the label boxes that read it."""
+    out: dict[tuple[str, str], list[np.ndarray]] = {}
+    for lab in labs.of_kind("residue"):
+        rr = residue_reading(lab)
+        if rr is not None:
+            out.setdefault((rr[0], rr[1]), []).append(np.array(lab.centre))
+    return out
 
 
 def label_anchors_3d(rec, labels_by_view: Mapping[str, ImageLabels], fov_deg: float | None = None
@@ -732,12 +736,8 @@ def label_anchors_3d(rec, labels_by_view: Mapping[str, ImageLabels], fov_deg: fl
             cam = NormView(view, w, h, focal, view_rotation(view))
         except (KeyError, ValueError):
             continue
-        for lab in labs.of_kind("residue"):
-            rr = residue_reading(lab)
-            if rr is None:
-                continue
-            x0, y0, x1, y1 = lab.box
-            reads.setdefault((rr[0], rr[1]), []).append((cam, np.array([(x0 + x1) / 2.0, (y0 + y1) / 2.0])))
+        for text, pts in _residue_text_centres(labs).items():
+            reads.setdefault(text, []).extend((cam, p) for p in pts)
     out = {}
     for text, obs in reads.items():
         if len({cam.name for cam, _ in obs}) < 2:

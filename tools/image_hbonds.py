@@ -515,6 +515,7 @@ def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
 
 CHAIN_REACH_A = 6.0  # Å: sequence neighbours whose fitted C(n−1)–N(n) is not a bond but this close are refitted joined
 CHAIN_MARGIN_PX = 0.2  # a joined refit is kept when it fits the pictures at most this much worse (mean px per residual)
+CARBONYL_OFF_A = 0.6  # Å: an O this far from where its peptide plane puts it is refitted pulled there
 
 
 def _opposite_bisector(c: np.ndarray, a: np.ndarray, b: np.ndarray, length: float) -> np.ndarray:
@@ -603,9 +604,6 @@ def _chain_refitted(views, rec, residues: Sequence[ResidueIdentity], fits: dict[
                 if fit is not None and worse <= CHAIN_MARGIN_PX:
                     take(ka, fit)
     return out
-
-
-CARBONYL_OFF_A = 0.6  # Å: an O this far from where its peptide plane puts it is refitted pulled there
 
 
 RENAME_A = 0.7  # Å: a named atom this close to where a poor fit put another atom of its element may take that name
