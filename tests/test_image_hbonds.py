@@ -41,6 +41,20 @@ def gold(cx):
     return complex_hbonds(cx)
 
 
+@pytest.fixture(scope="module")
+def raster_images(cx):
+    """6yqw's six views drawn by the raster renderer, drawn once for the module's tests (they only read them)."""
+    return _views(cx, RasterRenderer())
+
+
+@pytest.fixture(scope="module")
+def raster_rec(raster_images):
+    """The image-only reconstruction of :func:`raster_images`."""
+    from misi_agent.tools.reconstruction import reconstruct
+
+    return reconstruct(raster_images)
+
+
 def test_residue_ligand_positive_and_negative_raster(cx, gold):
     ren = RasterRenderer()
     key = residue_key_of(gold[0])
@@ -57,14 +71,14 @@ def test_residue_ligand_positive_and_negative_raster(cx, gold):
     assert ans.answer == "No"
 
 
-def test_pocket_ligand_raster(cx, gold):
+def test_pocket_ligand_raster(cx, gold, raster_images):
     """The chain is not drawn: the answer leaves it out (``ASN 100 ND2, O17``), says so, and the benchmark's
     scorer matches such bonds on any chain; a chain the caller states is written."""
     from misi_agent.bench.answers import parse_interactions
     from misi_agent.bench.scoring import interaction_score
     from misi_agent.tools.hbond_format import format_pocket_ligand
 
-    images, rec = _views(cx, RasterRenderer()), oracle_reconstruction(cx)
+    images, rec = raster_images, oracle_reconstruction(cx)
     ans = pocket_hbonds_from_images(images, reconstruction=rec, fit_residues=False)
     pred = parse_interactions(ans.answer)
     assert pred.bonds and all(b.chain is None and b.residue_number for b in pred.bonds), ans.answer
@@ -141,19 +155,15 @@ def test_no_ligand_reconstructed_gives_an_unsure_answer(cx):
     assert "no ligand atoms" in ans.notes[0]
 
 
-def test_residue_labels_triangulated_near_their_residues(cx):
+def test_residue_labels_triangulated_near_their_residues(cx, raster_images, raster_rec):
     """The pocket drawn whole (as T9 draws it), reconstructed from its six views: every residue label
     read in two or more views triangulates to a point near the residue's CA, where labels are anchored
     (this is what lets a label name the right residue group in a crowded pocket)."""
     from misi_agent.tools.identity import LABEL_3D_MAX_A, label_anchors_3d
     from misi_agent.tools.image_hbonds import read_all_labels
-    from misi_agent.tools.reconstruction import reconstruct
 
-    scenes = [scene_from_complex(cx, v) for v in VIEW_NAMES]
-    images = {v: r.image for v, r in zip(VIEW_NAMES, RasterRenderer().render_many(scenes, 512))}
-    rec = reconstruct(images)
-    anchors = label_anchors_3d(rec, read_all_labels(images))
-    front = scenes[0]
+    anchors = label_anchors_3d(raster_rec, read_all_labels(raster_images))
+    front = scene_from_complex(cx, "front")
     Dt = float(-front.coords[:, 2].mean())
     ca = {(front.residue_keys[front.residue[i]].name, str(front.residue_keys[front.residue[i]].number)):
           (front.coords[i] + np.array([0.0, 0.0, Dt])) / Dt
@@ -163,7 +173,7 @@ def test_residue_labels_triangulated_near_their_residues(cx):
     assert np.median(dist) < 2.0 and np.all(dist < LABEL_3D_MAX_A), np.round(np.sort(dist), 1)
 
 
-def test_labels_drawn_twice_name_both_copies_of_a_dimer_pocket(cx):
+def test_labels_drawn_twice_name_both_copies_of_a_dimer_pocket(raster_images):
     """1hpx: the HIV protease dimer around its inhibitor, so most pocket residues are there twice (chains A and B)
     and, chains not being drawn, so is their label. The texts read at two places are found, only among those the
     pocket holds twice, and each names both copies: with exact atoms 74 of 79 residues get their name and number
@@ -183,7 +193,7 @@ def test_labels_drawn_twice_name_both_copies_of_a_dimer_pocket(cx):
     right = [r for r in res if (r.name, r.number) == (keys[r.group].name, keys[r.group].number)]
     assert len(right) >= 0.9 * len(res), (len(right), len(res))
     assert sum(r.label in {f"{a} {b}" for a, b in copies} for r in right) >= 2 * 20  # both copies of most texts
-    assert not label_copies(read_all_labels(_views(cx, RasterRenderer())))
+    assert not label_copies(read_all_labels(raster_images))
 
 
 def _group_with(rec, sc, name: str, number: int, extra: list[int]):
@@ -217,7 +227,7 @@ def test_polar_alternatives_leave_a_neighbours_nitrogen_out(cx):
     assert stray[0] not in alts[0]
 
 
-def test_fit_picks_the_naming_the_views_show(cx):
+def test_fit_picks_the_naming_the_views_show(cx, raster_images):
     """Only Tyr 106's ring tip (CE1-CZ-OH, beside the ligand) reconstructed: as a graph it is as much the
     backbone CA-C-O as CE1-CZ-OH. Started from each naming, the residue fitted to the six raster views puts OH
     where the entry has it, not the backbone O."""
@@ -225,10 +235,9 @@ def test_fit_picks_the_naming_the_views_show(cx):
 
     from misi_agent.tools.image_hbonds import _fitted_pocket, load_views
 
-    scenes = [scene_from_complex(cx, v) for v in VIEW_NAMES]
-    images = {v: r.image for v, r in zip(VIEW_NAMES, RasterRenderer().render_many(scenes, 512))}
+    images = raster_images
     rec = oracle_reconstruction(cx)
-    sc = scenes[0]
+    sc = scene_from_complex(cx, "front")
     tyr = [i for i in range(len(sc)) if not sc.is_ligand[i] and sc.residue_keys[sc.residue[i]].number == 106]
     tip = {str(sc.atom_names[i]): i for i in tyr if sc.atom_names[i] in ("CE1", "CZ", "OH")}
     residue = np.asarray(rec.residue).copy()
@@ -241,18 +250,16 @@ def test_fit_picks_the_naming_the_views_show(cx):
     assert np.linalg.norm(np.asarray(fitted.completed["O"]) - sc.coords[tip["OH"]]) > 3.0
 
 
-def test_cut_off_side_chain_tip_rejoins_its_residue(cx):
+def test_cut_off_side_chain_tip_rejoins_its_residue(cx, raster_images):
     """Lys 108's tip (CD-CE-NZ) cut off from the rest of the residue, as a gap in the drawn sticks leaves it in
     the reconstruction: the residue's label is triangulated near its CA, not the tip, so the tip alone would
     take no label or another residue's. Put back into Lys 108 (same colour, within reach, room for its N),
     its atoms are named as the entry names them; a tip of the other colour stays out."""
     from misi_agent.tools.image_hbonds import read_all_labels
 
-    scenes = [scene_from_complex(cx, v) for v in VIEW_NAMES]
-    images = {v: r.image for v, r in zip(VIEW_NAMES, RasterRenderer().render_many(scenes, 512))}
-    labels = read_all_labels(images)
+    labels = read_all_labels(raster_images)
     rec = oracle_reconstruction(cx)
-    sc = scenes[0]
+    sc = scene_from_complex(cx, "front")
     tip = [i for i in range(len(sc)) if not sc.is_ligand[i] and sc.residue_keys[sc.residue[i]].number == 108
            and sc.atom_names[i] in ("CD", "CE", "NZ")]
     assert len(tip) == 3
@@ -373,16 +380,15 @@ def test_cut_off_and_overgrown_residue_numbers_are_repaired_from_fitted_peptide_
 
 
 @pytest.fixture(scope="module")
-def pocket_pictured(cx):
+def pocket_pictured(cx, raster_images, raster_rec):
     """6yqw's pocket drawn by the raster renderer and reconstructed from the pictures, and a function giving residues
     their entry atoms in the reconstruction's frame (rescaled about the camera like the pictures), each in the
     reconstruction group drawn in its colour: (rec, views, residues(numbers, change) -> (residues, entry atoms))."""
     from scipy.spatial import cKDTree
 
-    from misi_agent.tools.reconstruction import load_views, reconstruct
+    from misi_agent.tools.reconstruction import load_views
 
-    images = _views(cx, RasterRenderer())
-    rec, views = reconstruct(images), load_views(images)
+    rec, views = raster_rec, load_views(raster_images)
     front = scene_from_complex(cx, "front")
     Dt, D = float(-front.coords[:, 2].mean()), float(rec.distance)
     z = np.array([0.0, 0.0, 1.0])
