@@ -453,3 +453,26 @@ def test_carbonyl_turned_the_wrong_way_is_put_back_in_the_peptide_plane(pocket_p
     out = _chain_refitted(views, rec, res, {})
     assert out[0] is res[0] and out[2] is res[2]
     assert np.linalg.norm(np.asarray(out[1].completed["O"]) - true[44]["O"]) < 0.4
+
+
+@pytest.mark.parametrize("path,code", [(DATA / "6yqw.cif.gz", "82I"), (DATA / "7n4w.cif.gz", "P4V"),
+                                       (DATA / "7x9k.cif.gz", "8OG")])
+def test_ligand_nitrogen_and_oxygen_left_to_the_pocket_are_given_back(path, code):
+    """Every ligand N/O that the reconstruction left to the pocket (as it does a phosphate's O, or an O whose
+    carbon was placed off) comes back to the ligand, and no pocket atom is taken, on real entries."""
+    from dataclasses import replace
+
+    from misi_agent.tools.image_hbonds import with_bonded_ligand_heteroatoms
+
+    rec = noisy = oracle_reconstruction(load_complex(path, ligand=code), noise=0.1, seed=1)  # ligand balls: ≈ 0.1 Å
+    is_lig, classes = np.asarray(rec.is_ligand, bool), np.asarray(rec.classes)
+    polar = is_lig & np.isin(classes, ["N", "O"])
+    assert polar.sum() >= 2
+    stripped = replace(rec, is_ligand=is_lig & ~polar)
+    back = with_bonded_ligand_heteroatoms(stripped)
+    assert np.array_equal(np.asarray(back.is_ligand, bool), is_lig)  # all back, nothing else
+    assert np.all(np.asarray(back.residue)[polar] == -1)
+    lig = np.flatnonzero(is_lig)
+    bonded = {tuple(sorted(map(int, b))) for b in np.asarray(back.bonds)}
+    assert all(any(tuple(sorted((int(i), int(j)))) in bonded for j in lig if j != i) for i in np.flatnonzero(polar))
+    assert with_bonded_ligand_heteroatoms(noisy) is noisy  # a complete split is left alone

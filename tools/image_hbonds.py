@@ -293,7 +293,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     fitted peptide links (:func:`~misi_agent.tools.identity.truncated_numbers_repaired`); 29.00 → 30.75 with sequence
     neighbours whose fits broke the chain refitted joined (:func:`_chain_refitted`); 30.75 → 33.13 with the chain
     left out instead of chain A written; 33.84 with a label drawn twice naming both copies of a two-chain pocket
-    (:func:`~misi_agent.tools.identity.label_copies`; ``eval/results/image_hbonds_residue_fit.md``). Pass
+    (:func:`~misi_agent.tools.identity.label_copies`); 35.76 with the ligand's N/O points that the reconstruction
+    left to the pocket given back (:func:`with_bonded_ligand_heteroatoms`; ``eval/results/image_hbonds_residue_fit.md``). Pass
     ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
@@ -303,6 +304,7 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     labels = labels if labels is not None else read_all_labels(images_by_view)
     if not np.any(np.asarray(rec.is_ligand, bool)):
         return _nothing_seen("pocket_ligand_interaction", "None", rec, labels)
+    rec = with_bonded_ligand_heteroatoms(rec)
     residues = identify_residues(rec, labels)
     fits = {}
     if fit_residues and residues:
@@ -355,6 +357,26 @@ def _drop_atoms(rec, drop: np.ndarray):
               "bonds": bonds, "image_xy": {v: np.asarray(xy)[keep] for v, xy in rec.image_xy.items()}}
     if getattr(rec, "sigma", None) is not None:
         fields["sigma"] = np.asarray(rec.sigma)[keep]
+    return replace(rec, **fields)
+
+
+def with_bonded_ligand_heteroatoms(rec):
+    """The record with the pocket N/O points bonded to the ligand given to it
+    (:func:`~misi_agent.tools.reconstruction.with_ligand_heteroatoms`), groups, bonds and uncertainties redone
+    as the reconstruction makes them. Raster T9, 20 items: see ``eval/results/image_hbonds_residue_fit.md``."""
+    from dataclasses import replace
+
+    from misi_agent.tools.reconstruction import POCKET_SIGMA_A, groups_and_bonds, with_ligand_heteroatoms
+
+    coords, classes = np.asarray(rec.coords, float), np.asarray(rec.classes)
+    old = np.asarray(rec.is_ligand, bool)
+    is_lig = with_ligand_heteroatoms(coords, classes, old)
+    if np.array_equal(is_lig, old):
+        return rec
+    residue, bonds = groups_and_bonds(coords, classes, is_lig)
+    fields = {"is_ligand": is_lig, "residue": residue, "bonds": bonds}
+    if getattr(rec, "sigma", None) is not None:
+        fields["sigma"] = np.asarray(rec.sigma, float) - POCKET_SIGMA_A * (is_lig & ~old)
     return replace(rec, **fields)
 
 
