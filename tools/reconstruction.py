@@ -82,12 +82,12 @@ RELIABLE_BALL_PX = 0.8  # mean re-projection cost (px) of a ligand atom trusted 
 HALF_BOND_A = 1.0  # Å: O/N points this close to a ligand carbon point belong to the ligand
 BOND_MAX_A = 1.9  # Å: atoms closer than this are bonded
 RESIDUE_LINK_A = 2.7  # Å: pocket carbons of one colour this close are one residue. Pseudo-atoms sit 1.3 Å apart
-LIGAND_HETERO_A = 1.65  # Å: a pocket N/O point this close to a ligand atom is bonded to it (see with_ligand_heteroatoms)
-POCKET_BOND_A = 1.6  # Å: ... and is the ligand's when no pocket carbon or S point is this close (a residue N/O is)
-POCKET_SIGMA_A = 0.3  # Å added to a pocket pseudo-atom's uncertainty (it lies on a stick, not on a ball)
 # along the sticks, with gaps where the views hide a stick; carbons of two residues come no closer than ~3.4 Å
 # (van der Waals contact). Measured on 12 raster T9 pictures: 1.9 -> 2.7 Å takes the groups near the ligand
 # whose label is right from 57 of 361 to 95 of 279, purity unchanged (eval/results/image_hbonds_residue_fit.md)
+LIGAND_HETERO_A = 1.65  # Å: a pocket N/O point this close to a ligand atom is bonded to it (see with_ligand_heteroatoms)
+POCKET_BOND_A = 1.6  # Å: ... and is the ligand's when no pocket carbon or S point is this close (a residue N/O is)
+POCKET_SIGMA_A = 0.3  # Å added to a pocket pseudo-atom's uncertainty (it lies on a stick, not on a ball)
 
 
 class ReconstructionError(MisiError):
