@@ -464,7 +464,7 @@ def test_ligand_nitrogen_and_oxygen_left_to_the_pocket_are_given_back(path, code
 
     from misi_agent.tools.image_hbonds import with_bonded_ligand_heteroatoms
 
-    rec = noisy = oracle_reconstruction(load_complex(path, ligand=code), noise=0.1, seed=1)  # ligand balls: ≈ 0.1 Å
+    rec = oracle_reconstruction(load_complex(path, ligand=code), noise=0.1, seed=1)  # ligand balls: ≈ 0.1 Å
     is_lig, classes = np.asarray(rec.is_ligand, bool), np.asarray(rec.classes)
     polar = is_lig & np.isin(classes, ["N", "O"])
     assert polar.sum() >= 2
@@ -475,4 +475,4 @@ def test_ligand_nitrogen_and_oxygen_left_to_the_pocket_are_given_back(path, code
     lig = np.flatnonzero(is_lig)
     bonded = {tuple(sorted(map(int, b))) for b in np.asarray(back.bonds)}
     assert all(any(tuple(sorted((int(i), int(j)))) in bonded for j in lig if j != i) for i in np.flatnonzero(polar))
-    assert with_bonded_ligand_heteroatoms(noisy) is noisy  # a complete split is left alone
+    assert with_bonded_ligand_heteroatoms(rec) is rec  # a complete split is left alone

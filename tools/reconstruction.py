@@ -85,8 +85,8 @@ RESIDUE_LINK_A = 2.7  # Å: pocket carbons of one colour this close are one resi
 # along the sticks, with gaps where the views hide a stick; carbons of two residues come no closer than ~3.4 Å
 # (van der Waals contact). Measured on 12 raster T9 pictures: 1.9 -> 2.7 Å takes the groups near the ligand
 # whose label is right from 57 of 361 to 95 of 279, purity unchanged (eval/results/image_hbonds_residue_fit.md)
-LIGAND_HETERO_A = 1.65  # Å: a pocket N/O point this close to a ligand atom is bonded to it (see with_ligand_heteroatoms)
-POCKET_BOND_A = 1.6  # Å: ... and is the ligand's when no pocket carbon or S point is this close (a residue N/O is)
+LIGAND_HETERO_A = 1.65  # Å: a pocket N/O point this close to a ligand atom is bonded to it (with_ligand_heteroatoms)
+POCKET_BOND_A = 1.6  # Å: ... and is the ligand's when no other pocket point (carbon, S, …) is this close
 POCKET_SIGMA_A = 0.3  # Å added to a pocket pseudo-atom's uncertainty (it lies on a stick, not on a ball)
 
 
@@ -511,16 +511,16 @@ def groups_and_bonds(coords: np.ndarray, classes: np.ndarray, is_lig: np.ndarray
 
 
 def with_ligand_heteroatoms(coords: np.ndarray, classes: np.ndarray, is_lig: np.ndarray) -> np.ndarray:
-    """``is_lig`` with every pocket N/O point bonded to a ligand atom and to no pocket carbon (or S) point added
-    (``coords`` in Å).
+    """``is_lig`` with every pocket N/O point bonded to a ligand atom and to no other pocket point (carbon, S, …)
+    added (``coords`` in Å).
 
     The ligand takes an N/O point only within a half-bond of one of its carbon points (``HALF_BOND_A``), so an
     O on a phosphate, or one whose carbon the pictures placed a little off, is left to the pocket, where it
     stands alone or joins a residue it does not belong to, and the ligand atom it is goes missing from the
     H-bonds. No pocket atom lies within a bond of a ligand atom (an H-bond is 2.5 Å or more), and a residue's
     N/O sits a bond from one of the residue's carbon points: so an N/O within :data:`LIGAND_HETERO_A` of a ligand
-    atom and farther than :data:`POCKET_BOND_A` from every pocket carbon is the ligand's. One pass: the new
-    atoms do not pull in others. Measured on the 20 raster T9 items: 30 points moved, 22 of them true ligand
+    atom and farther than :data:`POCKET_BOND_A` from every pocket point that is not N/O is the ligand's. One
+    pass: the new atoms do not pull in others. Measured on the 20 raster T9 items: 30 points moved, 22 of them true ligand
     atoms, 8 points that match no atom, none a pocket atom (``eval/results/image_hbonds_residue_fit.md``).
     """
     coords = np.asarray(coords, float)
