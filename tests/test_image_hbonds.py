@@ -476,3 +476,125 @@ def test_ligand_nitrogen_and_oxygen_left_to_the_pocket_are_given_back(path, code
     bonded = {tuple(sorted(map(int, b))) for b in np.asarray(back.bonds)}
     assert all(any(tuple(sorted((int(i), int(j)))) in bonded for j in lig if j != i) for i in np.flatnonzero(polar))
     assert with_bonded_ligand_heteroatoms(rec) is rec  # a complete split is left alone
+
+
+@pytest.fixture(scope="module")
+def phosphate_oracle():
+    """7x9k's 8OG (a nucleotide with its phosphate) as a perfect reconstruction, its residues named by their
+    templates and its ligand by the entry's atom names: what the chemistry after the labels sees."""
+    from misi_agent.tools.identity import LigandIdentity
+
+    cx = load_complex(DATA / "7x9k.cif.gz", ligand="8OG")
+    rec = oracle_reconstruction(cx)
+    sc = scene_from_complex(cx, "front")
+    keys = sc.residue_keys
+    known = {g: (keys[g].name, keys[g].number, keys[g].ins_code) for g in set(rec.residue[rec.residue >= 0].tolist())}
+    names = {int(i): str(sc.atom_names[i]) for i in np.flatnonzero(rec.is_ligand)}
+    return rec, known, names, LigandIdentity
+
+
+def _complex_without(oracle, hidden: set[str]):
+    """The complex rebuilt from the oracle reconstruction with the ligand atoms named in ``hidden`` not pictured."""
+    from misi_agent.tools.image_hbonds import _drop_atoms, complex_from_identity
+
+    rec, known, names, LigandIdentity = oracle
+    drop = np.array([names.get(i) in hidden for i in range(len(rec.coords))])
+    rec = _drop_atoms(rec, drop)
+    new = {int(old): k for k, old in enumerate(np.flatnonzero(~drop))}
+    lig = LigandIdentity({new[i]: n for i, n in names.items() if i in new}, {new[i]: 1.0 for i in names if i in new}, 0)
+    return complex_from_identity(rec, identify_residues(rec, {}, known=known), lig, chain="A")
+
+
+def _keys(bonds) -> set:
+    return {(b.residue_name, b.residue_number, b.protein_atom, b.ligand_atom) for b in bonds}
+
+
+def test_a_phosphate_with_hidden_oxygens_keeps_its_phosphate_chemistry(phosphate_oracle, monkeypatch):
+    """8OG's phosphate with one or two of its O not pictured: the P gets them back where a tetrahedron puts
+    them (not reported: the pictures do not show them), its other O stay phosphate O (acceptors only), and the
+    answer keeps every bond of the pictured atoms. Without the completion a pictured O turns into a donor."""
+    from misi_agent.tools import image_hbonds as ih
+    from misi_agent.tools.atom_typing import type_ligand
+
+    rec, _, names, _ = phosphate_oracle
+    full = _complex_without(phosphate_oracle, set())
+    full_bonds = _keys(ih._unique_bonds(full))
+    true_xyz = {n: rec.coords[i] for i, n in names.items()}
+    for hidden in ({"OP1"}, {"OP1", "OP2"}):
+        cx = _complex_without(phosphate_oracle, hidden)
+        side = type_ligand(cx)
+        by_name = {n: i for i, n in enumerate(side.names)}
+        added = [i for i, n in enumerate(side.names) if n.startswith(ih.UNSEEN)]
+        assert len(added) == len(hidden)
+        for n in hidden:  # each hidden O is found again within 0.4 Å
+            assert min(np.linalg.norm(cx.ligand.coord[i] - true_xyz[n]) for i in added) < 0.4
+        for n in {"OP1", "OP2", "OP3"} - hidden:
+            assert side.types[by_name[n]] == "O3-" and by_name[n] not in side.donors and by_name[n] in side.acceptors
+        bonds = _keys(ih._unique_bonds(cx))
+        assert bonds == {b for b in full_bonds if b[3] not in hidden}
+        assert ("ARG", 23, "NH1", "OP3") in bonds
+    monkeypatch.setattr(ih, "missing_phosphate_oxygens", lambda *a: [])
+    side = type_ligand(_complex_without(phosphate_oracle, {"OP1"}))
+    assert {n for i, n in enumerate(side.names) if i in side.donors} & {"OP2", "OP3"}  # a hydroxyl, not O⁻
+
+
+def test_a_ligand_oxygen_pictured_without_its_neighbour_only_accepts(phosphate_oracle, monkeypatch):
+    """An O whose carbon the pictures hid is typed as water (donor and acceptor); most ligand O are not donors,
+    so the bonds it would donate are left out and the ones it accepts stay (8OG's O3' and O6 on 7x9k)."""
+    from misi_agent.tools import image_hbonds as ih
+    from misi_agent.tools.hbonds import find_hbonds
+
+    full = _keys(ih._unique_bonds(_complex_without(phosphate_oracle, set())))
+    o6 = _complex_without(phosphate_oracle, {"C6"})  # O6 accepts from Phe 35 N and Asn 119 ND2
+    assert {b for b in _keys(ih._unique_bonds(o6)) if b[3] == "O6"} == {b for b in full if b[3] == "O6"} == {
+        ("PHE", 35, "N", "O6"), ("ASN", 119, "ND2", "O6")}
+    o3 = _complex_without(phosphate_oracle, {"C3'"})
+    donated = [hb for hb in find_hbonds(o3) if hb.ligand_atom == "O3'" and hb.donor == "ligand"]
+    assert donated  # typed as water, O3' would donate to His 28 ND1 ...
+    assert not [hb for hb in ih._unique_bonds(o3) if hb.ligand_atom == "O3'" and hb.donor == "ligand"]
+    assert ("HIS", 28, "ND1", "O3'") in _keys(ih._unique_bonds(o3))  # ... which also donates to it: that bond stays
+    monkeypatch.setattr(ih, "_lone_oxygen_donor", lambda cx, hb: False)
+    assert [hb for hb in ih._unique_bonds(o3) if hb.ligand_atom == "O3'" and hb.donor == "ligand"]
+
+
+def test_a_phosphorus_is_kept_over_a_point_on_top_of_it():
+    """A point matched to a wrong partner across views can land on a phosphate's P, between its O; of two
+    ligand points closer than a bond, the P is kept, whatever their order (7x9k's 8OG drawn by the raster
+    renderer)."""
+    from dataclasses import replace
+
+    from misi_agent.tools.image_hbonds import _one_ligand_atom_per_place
+    from misi_agent.tools.reconstruction import load_views
+
+    cx = load_complex(DATA / "7x9k.cif.gz", ligand="8OG")
+    views = load_views(_views(cx, RasterRenderer()))
+    rec = oracle_reconstruction(cx, noise=0.1, seed=1)
+    names = scene_from_complex(cx, "front").atom_names
+    p = int(next(i for i in np.flatnonzero(rec.is_ligand) if names[i] == "P"))
+    o = int(next(i for i in np.flatnonzero(rec.is_ligand) if names[i] == "OP1"))
+    x = rec.coords[p] + 0.5 * (rec.coords[o] - rec.coords[p]) / np.linalg.norm(rec.coords[o] - rec.coords[p])
+    first = lambda a, v: np.concatenate([np.asarray(v, a.dtype).reshape((1,) + a.shape[1:]), a])  # the point first
+    stray = replace(rec, coords=first(rec.coords, x), classes=first(rec.classes, "O"),
+                    is_ligand=first(rec.is_ligand, True), residue=first(rec.residue, -1), sigma=first(rec.sigma, 0.1),
+                    bonds=np.asarray(rec.bonds) + 1, image_xy={v: first(xy, xy[p]) for v, xy in rec.image_xy.items()})
+    out = _one_ligand_atom_per_place(stray, views)
+    assert len(out.coords) == len(rec.coords)
+    assert np.allclose(out.coords, rec.coords)  # the stray point went, the P and everything else stayed
+
+
+def test_the_ligand_chemistry_defaults_hold_for_the_posebusters_ligands():
+    """The counts behind the two defaults above, over the 308 PoseBusters ligands' CCD definitions
+    (``eval/ligand_priors.py``): every P has four heavy neighbours, and most O are not donors."""
+    import csv
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "eval"))
+    from ligand_priors import DEFAULT_MANIFEST, ligand_priors
+
+    with open(DEFAULT_MANIFEST, newline="") as fh:
+        codes = [r["ligand_ccd"] for r in csv.DictReader(fh)]
+    c = ligand_priors(codes)
+    assert c["ligands"] == 308
+    assert c[("P", 4)] == 132 and sum(v for k, v in c.items() if isinstance(k, tuple) and k[0] == "P") == 132
+    hydroxyl = c[("O", "H")] - c[("O on P", "H")]
+    assert (hydroxyl, c[("O", "H")] + c[("O", "noH")]) == (477, 1580)

@@ -1070,6 +1070,35 @@ def valence_pruned(elements: Sequence[str], coords: np.ndarray, bonds: Sequence[
     return [ab for ab in uniq if ab in kept]
 
 
+PO_BOND_A = 1.52  # Å (ours): a phosphate's P–O, between its terminal (≈ 1.50 Å) and ester (≈ 1.60 Å) bonds
+
+
+def missing_phosphate_oxygens(elements: Sequence[str], coords: np.ndarray, bonds: Sequence[tuple[int, int]]
+                              ) -> list[tuple[int, np.ndarray]]:
+    """``(P index, position)`` for each substituent a ligand P lacks: every P of a ligand is a tetrahedral P(V)
+    with four heavy neighbours (all 132 P of the 308 PoseBusters ligands' CCD definitions), and the pictures
+    hide some of a phosphate's O under the others. A P with two or three neighbours in ``bonds`` gets the free
+    tetrahedral positions at :data:`PO_BOND_A`; one with fewer has no determined position and gets none.
+
+    Typing needs them: the H-bond rules (after IDATM) make a terminal O of a four-connected P with two or more
+    terminal O a phosphate O⁻, an acceptor only; on a P short of neighbours the same O is a hydroxyl, a donor
+    too, and gave Asp/Glu carboxylate O bonds the structure does not have (raster T9,
+    ``eval/results/image_hbonds_residue_fit.md``)."""
+    from misi_agent.tools.hydrogens import TETRAHEDRAL, bond_positions
+
+    coords = np.asarray(coords, float)
+    nb: dict[int, list[int]] = {}
+    for a, b in bonds:
+        nb.setdefault(int(a), []).append(int(b))
+        nb.setdefault(int(b), []).append(int(a))
+    out = []
+    for i, el in enumerate(elements):
+        if el == "P" and len(nb.get(i, [])) in (2, 3):
+            for x in bond_positions(tuple(coords[i]), TETRAHEDRAL, PO_BOND_A, [tuple(coords[j]) for j in nb[i]]):
+                out.append((i, np.asarray(x, float)))
+    return out
+
+
 def ligand_molecule(elements: Sequence[str], coords: np.ndarray, bonds: Sequence[tuple[int, int]],
                     sigma: float = 0.0) -> tuple[Chem.Mol, str]:
     """An RDKit molecule of the ligand's heavy atoms with perceived hydrogens, bond orders and charges.

@@ -40,13 +40,15 @@ from rdkit.Geometry import Point3D
 from misi_agent.errors import MisiError
 from misi_agent.structure import Complex, ResidueKey
 from misi_agent.tools.identity import (LigandIdentity, ResidueIdentity, element_of_class, identify_ligand,
-                                       identify_residues, ligand_molecule, recon_bonds, truncated_numbers_repaired)
+                                       identify_residues, ligand_molecule, missing_phosphate_oxygens, recon_bonds,
+                                       truncated_numbers_repaired, valence_pruned)
 from misi_agent.tools.label_reading import ImageLabels, read_labels
 from misi_agent.tools.reconstruction import load_views
 
 DEFAULT_CHAIN = "A"  # (ours) chain of the residue in image-only residue–ligand answers when none is given
 UNKNOWN_NUMBER = 100000  # residues whose number was not read are numbered from here (never written in an answer)
 HBOND_MODE = "relaxed"
+UNSEEN = "*"  # name prefix of ligand atoms that chemistry adds and the pictures do not show (their bonds are not reported)
 _RESIDUE_RE = re.compile(r"^\s*([A-Za-z]{3})\s*(-?\d+)([A-Za-z]?)\s*$")
 
 
@@ -111,7 +113,9 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
                           extra: Sequence[tuple[int, str, Mapping[str, np.ndarray]]] = ()) -> Complex:
     """A :class:`Complex` of the named atoms: pocket residues in number order (atoms without a
     template name are left out, residues without a number get a placeholder from UNKNOWN_NUMBER), the ligand
-    with its perceived bond orders. The H-bond engine then types it like any entry."""
+    with its perceived bond orders. A ligand P short of neighbours gets the O the pictures hid
+    (:func:`~misi_agent.tools.identity.missing_phosphate_oxygens`, named with the :data:`UNSEEN` prefix) so that
+    its O are typed as a phosphate's. The H-bond engine then types it like any entry."""
     coords = np.asarray(rec.coords, float)
     rows = []  # (number, ins, name, atom name, element, xyz)
     used_numbers = set()
@@ -145,26 +149,33 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
         raise ImageHBondError("no ligand atoms were reconstructed from the pictures")
     pos = {i: k for k, i in enumerate(lig_idx)}
     elements = [element_of_class(rec.classes[i]) for i in lig_idx]
-    lbonds = [(pos[a], pos[b]) for a, b in recon_bonds(coords, rec.bonds, lig_idx)]
+    xyz = coords[lig_idx]
+    names = [ligand.names[i] for i in lig_idx]
+    lbonds = valence_pruned(elements, xyz, [(pos[a], pos[b]) for a, b in recon_bonds(coords, rec.bonds, lig_idx)])
+    for k, (p, x) in enumerate(missing_phosphate_oxygens(elements, xyz, lbonds), start=1):  # not pictured: no bonds
+        lbonds.append((p, len(elements)))
+        elements.append("O")
+        names.append(f"{UNSEEN}O{k}")
+        xyz = np.vstack([xyz, x])
     sig = np.asarray(getattr(rec, "sigma", np.zeros(len(coords))), float)[lig_idx]
-    mol, how = ligand_molecule(elements, coords[lig_idx], lbonds, float(np.median(sig)) if len(sig) else 0.0)
-    conf = Chem.Conformer(len(lig_idx))
-    for k, i in enumerate(lig_idx):
-        conf.SetAtomPosition(k, Point3D(*map(float, coords[i])))
+    mol, how = ligand_molecule(elements, xyz, lbonds, float(np.median(sig)) if len(sig) else 0.0)
+    conf = Chem.Conformer(len(xyz))
+    for k, x in enumerate(xyz):
+        conf.SetAtomPosition(k, Point3D(*map(float, x)))
     mol = Chem.Mol(mol)
     mol.RemoveAllConformers()
     mol.AddConformer(conf, assignId=True)
-    lig = struc.AtomArray(len(lig_idx))
-    lig.coord = coords[lig_idx].astype(np.float32)
-    lig.chain_id = np.array(["L"] * len(lig_idx))
-    lig.res_id = np.ones(len(lig_idx), int)
-    lig.ins_code = np.array([""] * len(lig_idx))
-    lig.res_name = np.array(["LIG"] * len(lig_idx))
-    lig.atom_name = np.array([ligand.names[i] for i in lig_idx])
+    lig = struc.AtomArray(len(xyz))
+    lig.coord = xyz.astype(np.float32)
+    lig.chain_id = np.array(["L"] * len(xyz))
+    lig.res_id = np.ones(len(xyz), int)
+    lig.ins_code = np.array([""] * len(xyz))
+    lig.res_name = np.array(["LIG"] * len(xyz))
+    lig.atom_name = np.array(names)
     lig.element = np.array([e.upper() for e in elements])
-    lig.hetero = np.ones(len(lig_idx), bool)
-    for k, i in enumerate(lig_idx):
-        mol.GetAtomWithIdx(k).SetProp("_Name", ligand.names[i])
+    lig.hetero = np.ones(len(xyz), bool)
+    for k, name in enumerate(names):
+        mol.GetAtomWithIdx(k).SetProp("_Name", name)
     return Complex(pdb_id=pdb_id, ligand_code="LIG", ligand_key=ResidueKey("L", 1, "", "LIG"), pocket=pocket,
                    ligand=lig, ligand_mol=mol, bond_orders="connectivity", environment=struc.AtomArray(0),
                    source="images", notes=(f"ligand bonds {how}",))
@@ -178,18 +189,35 @@ def _template_element(residue: str, atom: str) -> str:
 
 
 def _unique_bonds(cx: Complex) -> list:
+    """The H-bonds of ``cx``, one per (residue, residue atom, ligand atom), without the ones the pictures cannot
+    support: bonds of ligand atoms chemistry added (:data:`UNSEEN`), and bonds donated by a ligand O drawn
+    without a bonded neighbour (:func:`_lone_oxygen_donor`)."""
     from misi_agent.tools.hbonds import find_hbonds
 
     if cx.pocket.array_length() == 0:
         return []
+    found = [hb for hb in find_hbonds(cx, mode=HBOND_MODE)
+             if not hb.ligand_atom.startswith(UNSEEN) and not _lone_oxygen_donor(cx, hb)]
     seen, out = set(), []
-    for hb in sorted(find_hbonds(cx, mode=HBOND_MODE), key=lambda b: (b.chain, b.residue_number, b.insertion_code,
-                                                                         b.protein_index, b.ligand_index)):
+    for hb in sorted(found, key=lambda b: (b.chain, b.residue_number, b.insertion_code, b.protein_index,
+                                           b.ligand_index)):
         k = (hb.chain, hb.residue_number, hb.insertion_code, hb.residue_name, hb.protein_atom, hb.ligand_atom)
         if k not in seen:
             seen.add(k)
             out.append(hb)
     return out
+
+
+def _lone_oxygen_donor(cx: Complex, hb) -> bool:
+    """A bond donated by a ligand O that the pictures show with no bonded heavy neighbour.
+
+    Every ligand O has one or two; the pictures hid it (or its bond), and the H-bond rules then type the O as
+    water, a donor and an acceptor. Most ligand O are not donors: of the O in the 308 PoseBusters ligands'
+    CCD definitions, 477 are hydroxyl O and 1103 are not (carbonyl, ether, and the 322 phosphate O, which
+    ChimeraX types as O⁻). So such an O is taken for an acceptor only: raster T9, 20 items, see
+    ``eval/results/image_hbonds_residue_fit.md``."""
+    atom = cx.ligand_mol.GetAtomWithIdx(int(hb.ligand_index))
+    return hb.donor == "ligand" and atom.GetSymbol() == "O" and atom.GetDegree() == 0
 
 
 def _unnamed(hb) -> bool:
@@ -294,7 +322,9 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     neighbours whose fits broke the chain refitted joined (:func:`_chain_refitted`); 30.75 → 33.13 with the chain
     left out instead of chain A written; 33.84 with a label drawn twice naming both copies of a two-chain pocket
     (:func:`~misi_agent.tools.identity.label_copies`); 35.76 with the ligand's N/O points that the reconstruction
-    left to the pocket given back (:func:`with_bonded_ligand_heteroatoms`; ``eval/results/image_hbonds_residue_fit.md``). Pass
+    left to the pocket given back (:func:`with_bonded_ligand_heteroatoms`); 35.44 → 40.36 (a rerun) with a
+    phosphate's P kept over a point on top of it, the O it lacks completed, and an O drawn without a neighbour only
+    accepting (:func:`complex_from_identity`, :func:`_unique_bonds`; ``eval/results/image_hbonds_residue_fit.md``). Pass
     ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
@@ -398,7 +428,10 @@ def _one_ligand_atom_per_place(rec, views):
     the one that re-projects best onto its class's balls and wide centre lines in the views: the
     reconstruction adds atoms from the ligand's centre lines where it missed a ball, and a ball matched
     to a wrong partner in another view lands near a real atom. Duplicates break the ligand's graph, and
-    with it bond orders and donor/acceptor types."""
+    with it bond orders and donor/acceptor types. A P point is kept before any other: a phosphate's P is drawn
+    in the middle of its four O, so an O ball matched across views to a wrong partner lands on it, and
+    re-projects better than the small P ball the O hide (raster T9, 20 items: with the hidden O completed,
+    :func:`complex_from_identity`, 7my1's phosphate kept its P and the item went from 0 to 1)."""
     from scipy.spatial import cKDTree
 
     from misi_agent.tools.reconstruction import _reproject_cost
@@ -415,7 +448,9 @@ def _one_ligand_atom_per_place(rec, views):
     cost, _ = _reproject_cost(views, norm, np.asarray(rec.classes)[lig], use_balls=True)
     kept = np.zeros(len(lig), bool)
     drop = np.zeros(len(coords), bool)
-    for k in np.argsort(cost, kind="stable"):  # best re-projection first; an atom too close to a kept one goes
+    is_p = np.asarray(rec.classes)[lig] == "P"
+    # P first, then best re-projection first; an atom too close to a kept one goes
+    for k in np.lexsort((np.arange(len(lig)), cost, ~is_p)):
         near = [j for j in tree.query_ball_point(coords[lig[k]], MERGE_A) if j != k and kept[j]]
         if near:
             drop[lig[k]] = True
