@@ -212,10 +212,10 @@ def _lone_oxygen_donor(cx: Complex, hb) -> bool:
     """A bond donated by a ligand O that the pictures show with no bonded heavy neighbour.
 
     Every ligand O has one or two; the pictures hid it (or its bond), and the H-bond rules then type the O as
-    water, a donor and an acceptor. Most ligand O are not donors: of the O in the 308 PoseBusters ligands'
-    CCD definitions, 477 are hydroxyl O and 1103 are not (carbonyl, ether, and the 322 phosphate O, which
-    ChimeraX types as O⁻). So such an O is taken for an acceptor only: raster T9, 20 items, see
-    ``eval/results/image_hbonds_residue_fit.md``."""
+    water, a donor and an acceptor. Most ligand O are not donors: of the 1580 O in the 308 PoseBusters ligands'
+    CCD definitions, 477 carry a hydrogen off a P (hydroxyls, and acids, which ChimeraX types as carboxylates) and
+    1103 do not or are a phosphate's (ChimeraX: O⁻), ``eval/ligand_priors.py``. So such an O is taken for an
+    acceptor only: raster T9, 20 items, see ``eval/results/image_hbonds_residue_fit.md``."""
     atom = cx.ligand_mol.GetAtomWithIdx(int(hb.ligand_index))
     return hb.donor == "ligand" and atom.GetSymbol() == "O" and atom.GetDegree() == 0
 
