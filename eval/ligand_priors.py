@@ -23,16 +23,20 @@ from pathlib import Path
 
 import biotite.structure.info as info
 
-DEFAULT_MANIFEST = Path(__file__).resolve().parents[2] / "shared" / "data" / "structures" / "posebusters" / "manifest.csv"
+DEFAULT_MANIFEST = (Path(__file__).resolve().parents[2] / "shared" / "data" / "structures" / "posebusters"
+                    / "manifest.csv")
 
 
 def ligand_priors(codes: list[str]) -> Counter:
     """Counts over the CCD definitions of ``codes`` (one ligand a code, as listed): ``("P", k)`` P atoms with
     k heavy neighbours, ``("O", "H")`` / ``("O", "noH")`` O with / without a hydrogen, ``("O on P", ...)`` the
-    terminal O of a P among them, ``"ligands"`` the definitions read."""
+    terminal O of a P among them, ``"ligands"`` the definitions read (a code the CCD lacks is skipped)."""
     out: Counter = Counter()
     for code in codes:
-        res = info.residue(code)
+        try:
+            res = info.residue(code)
+        except KeyError:
+            continue
         if res is None or res.bonds is None:
             continue
         out["ligands"] += 1
@@ -57,11 +61,15 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST)
     args = ap.parse_args(argv)
-    with open(args.manifest, newline="") as fh:
-        codes = [r["ligand_ccd"] for r in csv.DictReader(fh)]
+    try:
+        with open(args.manifest, newline="") as fh:
+            codes = [r["ligand_ccd"] for r in csv.DictReader(fh)]
+    except (OSError, KeyError, csv.Error) as exc:
+        raise SystemExit(f"error: cannot read ligand codes from {args.manifest}: {exc!r}") from None
     c = ligand_priors(codes)
     print(f"ligand definitions read: {c['ligands']} of {len(codes)}")
-    print("P by heavy neighbours:", {k[1]: v for k, v in sorted(c.items(), key=str) if isinstance(k, tuple) and k[0] == "P"})
+    p_by_degree = {k[1]: v for k, v in sorted(c.items(), key=str) if isinstance(k, tuple) and k[0] == "P"}
+    print("P by heavy neighbours:", p_by_degree)
     donors = c[("O", "H")] - c[("O on P", "H")]
     print(f"O: {c[('O', 'H')] + c[('O', 'noH')]} in all; with a hydrogen, not on a P (hydroxyl, acid): {donors}; "
           f"the rest (carbonyl, ether, phosphate O): {c[('O', 'noH')] + c[('O on P', 'H')]}, "

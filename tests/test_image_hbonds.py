@@ -482,22 +482,21 @@ def test_ligand_nitrogen_and_oxygen_left_to_the_pocket_are_given_back(path, code
 def phosphate_oracle():
     """7x9k's 8OG (a nucleotide with its phosphate) as a perfect reconstruction, its residues named by their
     templates and its ligand by the entry's atom names: what the chemistry after the labels sees."""
-    from misi_agent.tools.identity import LigandIdentity
-
     cx = load_complex(DATA / "7x9k.cif.gz", ligand="8OG")
     rec = oracle_reconstruction(cx)
     sc = scene_from_complex(cx, "front")
     keys = sc.residue_keys
     known = {g: (keys[g].name, keys[g].number, keys[g].ins_code) for g in set(rec.residue[rec.residue >= 0].tolist())}
     names = {int(i): str(sc.atom_names[i]) for i in np.flatnonzero(rec.is_ligand)}
-    return rec, known, names, LigandIdentity
+    return rec, known, names
 
 
 def _complex_without(oracle, hidden: set[str]):
     """The complex rebuilt from the oracle reconstruction with the ligand atoms named in ``hidden`` not pictured."""
+    from misi_agent.tools.identity import LigandIdentity
     from misi_agent.tools.image_hbonds import _drop_atoms, complex_from_identity
 
-    rec, known, names, LigandIdentity = oracle
+    rec, known, names = oracle
     drop = np.array([names.get(i) in hidden for i in range(len(rec.coords))])
     rec = _drop_atoms(rec, drop)
     new = {int(old): k for k, old in enumerate(np.flatnonzero(~drop))}
@@ -516,7 +515,7 @@ def test_a_phosphate_with_hidden_oxygens_keeps_its_phosphate_chemistry(phosphate
     from misi_agent.tools import image_hbonds as ih
     from misi_agent.tools.atom_typing import type_ligand
 
-    rec, _, names, _ = phosphate_oracle
+    rec, _, names = phosphate_oracle
     full = _complex_without(phosphate_oracle, set())
     full_bonds = _keys(ih._unique_bonds(full))
     true_xyz = {n: rec.coords[i] for i, n in names.items()}

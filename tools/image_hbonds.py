@@ -48,7 +48,7 @@ from misi_agent.tools.reconstruction import load_views
 DEFAULT_CHAIN = "A"  # (ours) chain of the residue in image-only residue–ligand answers when none is given
 UNKNOWN_NUMBER = 100000  # residues whose number was not read are numbered from here (never written in an answer)
 HBOND_MODE = "relaxed"
-UNSEEN = "*"  # name prefix of ligand atoms that chemistry adds and the pictures do not show (their bonds are not reported)
+UNSEEN = "*"  # name prefix of ligand atoms chemistry adds that the pictures do not show (their bonds are not reported)
 _RESIDUE_RE = re.compile(r"^\s*([A-Za-z]{3})\s*(-?\d+)([A-Za-z]?)\s*$")
 
 
