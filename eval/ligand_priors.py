@@ -57,13 +57,18 @@ def ligand_priors(codes: list[str]) -> Counter:
     return out
 
 
+def manifest_codes(path: Path) -> list[str]:
+    """The ``ligand_ccd`` column of a structures manifest, in its order."""
+    with open(path, newline="") as fh:
+        return [r["ligand_ccd"] for r in csv.DictReader(fh)]
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST)
     args = ap.parse_args(argv)
     try:
-        with open(args.manifest, newline="") as fh:
-            codes = [r["ligand_ccd"] for r in csv.DictReader(fh)]
+        codes = manifest_codes(args.manifest)
     except (OSError, KeyError, csv.Error) as exc:
         raise SystemExit(f"error: cannot read ligand codes from {args.manifest}: {exc!r}") from None
     c = ligand_priors(codes)

@@ -31,6 +31,13 @@ def _views(cx, renderer, residues=None):
     return {v: r.image for v, r in zip(VIEW_NAMES, renderer.render_many(scenes, 512))}
 
 
+def _known_residues(rec, sc) -> dict:
+    """Each residue group of an oracle reconstruction with the name, number and insertion code of the scene's
+    residue: the identities the labels would give, when a test measures what comes after them."""
+    keys = sc.residue_keys
+    return {g: (keys[g].name, keys[g].number, keys[g].ins_code) for g in set(rec.residue[rec.residue >= 0].tolist())}
+
+
 @pytest.fixture(scope="module")
 def cx():
     return load_complex(DATA / "6yqw.cif.gz", ligand="82I")
@@ -108,8 +115,7 @@ def test_residue_atoms_named_by_template_graph(cx):
     """With exact atoms, the template match names every polar atom as the entry does."""
     rec = oracle_reconstruction(cx)
     sc = scene_from_complex(cx, "front")
-    keys = sc.residue_keys
-    known = {g: (keys[g].name, keys[g].number, keys[g].ins_code) for g in set(rec.residue[rec.residue >= 0].tolist())}
+    known = _known_residues(rec, sc)
     polar = ok = 0
     for r in identify_residues(rec, {}, known=known):
         assert r.graph_fit > 0.8
@@ -479,16 +485,19 @@ def test_ligand_nitrogen_and_oxygen_left_to_the_pocket_are_given_back(path, code
 
 
 @pytest.fixture(scope="module")
-def phosphate_oracle():
-    """7x9k's 8OG (a nucleotide with its phosphate) as a perfect reconstruction, its residues named by their
-    templates and its ligand by the entry's atom names: what the chemistry after the labels sees."""
-    cx = load_complex(DATA / "7x9k.cif.gz", ligand="8OG")
-    rec = oracle_reconstruction(cx)
-    sc = scene_from_complex(cx, "front")
-    keys = sc.residue_keys
-    known = {g: (keys[g].name, keys[g].number, keys[g].ins_code) for g in set(rec.residue[rec.residue >= 0].tolist())}
+def nucleotide():
+    """7x9k's 8OG, a nucleotide with its phosphate (read once for the tests below, which only read it)."""
+    return load_complex(DATA / "7x9k.cif.gz", ligand="8OG")
+
+
+@pytest.fixture(scope="module")
+def phosphate_oracle(nucleotide):
+    """:func:`nucleotide` as a perfect reconstruction, its residues named by their templates and its ligand by
+    the entry's atom names: what the chemistry after the labels sees."""
+    rec = oracle_reconstruction(nucleotide)
+    sc = scene_from_complex(nucleotide, "front")
     names = {int(i): str(sc.atom_names[i]) for i in np.flatnonzero(rec.is_ligand)}
-    return rec, known, names
+    return rec, _known_residues(rec, sc), names
 
 
 def _complex_without(oracle, hidden: set[str]):
@@ -556,7 +565,7 @@ def test_a_ligand_oxygen_pictured_without_its_neighbour_only_accepts(phosphate_o
     assert [hb for hb in ih._unique_bonds(o3) if hb.ligand_atom == "O3'" and hb.donor == "ligand"]
 
 
-def test_a_phosphorus_is_kept_over_a_point_on_top_of_it():
+def test_a_phosphorus_is_kept_over_a_point_on_top_of_it(nucleotide):
     """A point matched to a wrong partner across views can land on a phosphate's P, between its O; of two
     ligand points closer than a bond, the P is kept, whatever their order (7x9k's 8OG drawn by the raster
     renderer)."""
@@ -565,10 +574,9 @@ def test_a_phosphorus_is_kept_over_a_point_on_top_of_it():
     from misi_agent.tools.image_hbonds import _one_ligand_atom_per_place
     from misi_agent.tools.reconstruction import load_views
 
-    cx = load_complex(DATA / "7x9k.cif.gz", ligand="8OG")
-    views = load_views(_views(cx, RasterRenderer()))
-    rec = oracle_reconstruction(cx, noise=0.1, seed=1)
-    names = scene_from_complex(cx, "front").atom_names
+    views = load_views(_views(nucleotide, RasterRenderer()))
+    rec = oracle_reconstruction(nucleotide, noise=0.1, seed=1)
+    names = scene_from_complex(nucleotide, "front").atom_names
     p = int(next(i for i in np.flatnonzero(rec.is_ligand) if names[i] == "P"))
     o = int(next(i for i in np.flatnonzero(rec.is_ligand) if names[i] == "OP1"))
     x = rec.coords[p] + 0.5 * (rec.coords[o] - rec.coords[p]) / np.linalg.norm(rec.coords[o] - rec.coords[p])
@@ -584,15 +592,12 @@ def test_a_phosphorus_is_kept_over_a_point_on_top_of_it():
 def test_the_ligand_chemistry_defaults_hold_for_the_posebusters_ligands():
     """The counts behind the two defaults above, over the 308 PoseBusters ligands' CCD definitions
     (``eval/ligand_priors.py``): every P has four heavy neighbours, and most O are not donors."""
-    import csv
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "eval"))
-    from ligand_priors import DEFAULT_MANIFEST, ligand_priors
+    from ligand_priors import DEFAULT_MANIFEST, ligand_priors, manifest_codes
 
-    with open(DEFAULT_MANIFEST, newline="") as fh:
-        codes = [r["ligand_ccd"] for r in csv.DictReader(fh)]
-    c = ligand_priors(codes)
+    c = ligand_priors(manifest_codes(DEFAULT_MANIFEST))
     assert c["ligands"] == 308
     assert c[("P", 4)] == 132 and sum(v for k, v in c.items() if isinstance(k, tuple) and k[0] == "P") == 132
     hydroxyl = c[("O", "H")] - c[("O on P", "H")]
