@@ -429,7 +429,7 @@ def _superposed_rmsd(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.sqrt(max(((a**2).sum() + (b**2).sum() - 2 * s.sum()) / len(a), 0.0)))
 
 
-def _ccd_mol(ligand: struc.AtomArray, template: struc.AtomArray, pos: np.ndarray) -> Chem.Mol | None:
+def ccd_molecule(ligand: struc.AtomArray, template: struc.AtomArray, pos: np.ndarray) -> Chem.Mol | None:
     """The ligand with the template's bond orders and charges, ligand atom i = template atom pos[i]."""
     inv = {int(t): k for k, t in enumerate(pos)}
     bonds = []
@@ -482,12 +482,12 @@ def ligand_molecule(ligand: struc.AtomArray, code: str) -> tuple[Chem.Mol, str, 
                    and all(_element_symbol(str(template.element[tnames[n]])) == _element_symbol(str(e))
                            for n, e in zip(names, ligand.element)))
     if names_match:
-        mol = _ccd_mol(ligand, template, np.array([tnames[n] for n in names]))
+        mol = ccd_molecule(ligand, template, np.array([tnames[n] for n in names]))
         if mol is not None:
             return mol, "ccd", unresolved.removeprefix("; ")
     for pairs in graphs:
         pos = _graph_match(ligand, pairs, template)
-        mol = _ccd_mol(ligand, template, pos) if pos is not None else None
+        mol = ccd_molecule(ligand, template, pos) if pos is not None else None
         if mol is not None:
             return mol, "ccd", "bond orders from the CCD by graph match (atom names differ)" + unresolved
     plain = _mol_from_atoms(ligand, [(a, b, Chem.BondType.SINGLE) for a, b in graphs[0]], zero)

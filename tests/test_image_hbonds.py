@@ -93,6 +93,7 @@ def test_pocket_ligand_raster(cx, gold, raster_images):
     score, _ = interaction_score(pred, parse_interactions(format_pocket_ligand(gold)), pocket=True)
     assert score >= 0.75, (ans.answer, format_pocket_ligand(gold))
     assert ans.to_dict()["n_bonds"] == len(ans.bonds)
+    assert ans.details["ligand_bonds"].startswith("ligand chemistry of CCD component 82I")  # found by its names
     named = pocket_hbonds_from_images(images, chain="A", reconstruction=rec, fit_residues=False)
     truth = pocket_keys(gold)
     pred_a = parse_pocket_ligand(named.answer)

@@ -43,6 +43,7 @@ from misi_agent.tools.identity import (LigandIdentity, ResidueIdentity, element_
                                        identify_residues, ligand_molecule, missing_phosphate_oxygens, recon_bonds,
                                        truncated_numbers_repaired, valence_pruned)
 from misi_agent.tools.label_reading import ImageLabels, read_labels
+from misi_agent.tools.ligand_dictionary import identify_component
 from misi_agent.tools.reconstruction import load_views
 
 DEFAULT_CHAIN = "A"  # (ours) chain of the residue in image-only residue–ligand answers when none is given
@@ -110,12 +111,17 @@ def parse_residue(text: str) -> tuple[str, int, str]:
 
 def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: LigandIdentity, *,
                           chain: str = DEFAULT_CHAIN, pdb_id: str = "img",
-                          extra: Sequence[tuple[int, str, Mapping[str, np.ndarray]]] = ()) -> Complex:
+                          extra: Sequence[tuple[int, str, Mapping[str, np.ndarray]]] = (),
+                          dictionary: bool = False) -> Complex:
     """A :class:`Complex` of the named atoms: pocket residues in number order (atoms without a
     template name are left out, residues without a number get a placeholder from UNKNOWN_NUMBER), the ligand
     with its perceived bond orders. A ligand P short of neighbours gets the O the pictures hid
     (:func:`~misi_agent.tools.identity.missing_phosphate_oxygens`, named with the :data:`UNSEEN` prefix) so that
-    its O are typed as a phosphate's. The H-bond engine then types it like any entry."""
+    its O are typed as a phosphate's. With ``dictionary`` the ligand is first looked up in the Chemical Component
+    Dictionary by its read names and bonds (:func:`~misi_agent.tools.ligand_dictionary.identify_component`); when a
+    component qualifies, the ligand is that component: its bond orders and charges, the names of the rebuilt atoms
+    it takes, its atoms the pictures hide placed from ideal geometry (named with the :data:`UNSEEN` prefix), rebuilt
+    atoms it does not take left out. The H-bond engine then types it like any entry."""
     coords = np.asarray(rec.coords, float)
     rows = []  # (number, ins, name, atom name, element, xyz)
     used_numbers = set()
@@ -152,6 +158,13 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
     xyz = coords[lig_idx]
     names = [ligand.names[i] for i in lig_idx]
     lbonds = valence_pruned(elements, xyz, [(pos[a], pos[b]) for a, b in recon_bonds(coords, rec.bonds, lig_idx)])
+    match = (identify_component(elements, xyz, names, lbonds, [ligand.support.get(i, 0.0) for i in lig_idx])
+             if dictionary else None)
+    if match is not None:
+        return _complex(pdb_id, chain, pocket, match.elements, match.coords,
+                        [n if k >= 0 else f"{UNSEEN}{n}" for n, k in zip(match.names, match.seen)], match.mol,
+                        f"ligand chemistry of CCD component {match.code}: {int((match.seen >= 0).sum())} of "
+                        f"{len(match.names)} atoms pictured")
     for k, (p, x) in enumerate(missing_phosphate_oxygens(elements, xyz, lbonds), start=1):  # not pictured: no bonds
         lbonds.append((p, len(elements)))
         elements.append("O")
@@ -159,6 +172,12 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
         xyz = np.vstack([xyz, x])
     sig = np.asarray(getattr(rec, "sigma", np.zeros(len(coords))), float)[lig_idx]
     mol, how = ligand_molecule(elements, xyz, lbonds, float(np.median(sig)) if len(sig) else 0.0)
+    return _complex(pdb_id, chain, pocket, elements, xyz, names, mol, f"ligand bonds {how}")
+
+
+def _complex(pdb_id: str, chain: str, pocket: struc.AtomArray, elements: Sequence[str], xyz: np.ndarray,
+             names: Sequence[str], mol: Chem.Mol, note: str) -> Complex:
+    """The :class:`Complex` of a pocket and a ligand given as atoms and an RDKit molecule in the same order."""
     conf = Chem.Conformer(len(xyz))
     for k, x in enumerate(xyz):
         conf.SetAtomPosition(k, Point3D(*map(float, x)))
@@ -178,7 +197,7 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
         mol.GetAtomWithIdx(k).SetProp("_Name", name)
     return Complex(pdb_id=pdb_id, ligand_code="LIG", ligand_key=ResidueKey("L", 1, "", "LIG"), pocket=pocket,
                    ligand=lig, ligand_mol=mol, bond_orders="connectivity", environment=struc.AtomArray(0),
-                   source="images", notes=(f"ligand bonds {how}",))
+                   source="images", notes=(note,))
 
 
 def _template_element(residue: str, atom: str) -> str:
@@ -246,14 +265,16 @@ def _summary(rec) -> dict[str, Any]:
 
 def residue_hbonds_from_images(images_by_view: Mapping[str, Any], residue: str, chain: str = DEFAULT_CHAIN, *,
                                reconstruction=None, labels: Mapping[str, ImageLabels] | None = None,
-                               fit_residues: bool = True) -> ImageHBondAnswer:
+                               fit_residues: bool = True, dictionary: bool = False) -> ImageHBondAnswer:
     """T4 from the pictures: H-bonds between the one pictured residue (``ARG 45``, as the question
     states it) and the ligand, answer ``No`` or ``Yes: ARG NH2, O1B; ...``.
 
     Every non-ligand atom belongs to the stated residue (the pictures show only it); its atoms are
     named by its template, the ligand's by the labels. With ``fit_residues`` the residue's atoms are
     placed by fitting its ideal geometry to the views (:mod:`misi_agent.tools.residue_fit`, ≈ 0.1 Å)
-    instead of the reconstruction's pseudo-atoms (≈ 1 Å).
+    instead of the reconstruction's pseudo-atoms (≈ 1 Å). ``dictionary`` takes the ligand's chemistry from the
+    Chemical Component Dictionary as :func:`pocket_hbonds_from_images` does; off here, where it does not help
+    (50 raster items: 88.0 without, 87.0 with; ``eval/results/image_hbonds_residue_fit.md``).
     """
     from misi_agent.tools.hbond_format import format_residue_answer
 
@@ -277,7 +298,7 @@ def residue_hbonds_from_images(images_by_view: Mapping[str, Any], residue: str, 
                 return _nothing_seen("residue_ligand_interaction", "No", rec, labels)
     ligand = identify_ligand(rec, labels)
     extra = peptide_neighbours(residues[0], np.asarray(rec.coords, float)) if residues else []
-    cx = complex_from_identity(rec, residues, ligand, chain=chain, extra=extra)
+    cx = complex_from_identity(rec, residues, ligand, chain=chain, extra=extra, dictionary=dictionary)
     bonds = [hb for hb in _unique_bonds(cx) if hb.residue_number == number and hb.insertion_code == ins]
     unnamed = [hb for hb in bonds if _unnamed(hb)]
     answer = format_residue_answer([hb for hb in bonds if not _unnamed(hb)])
@@ -305,7 +326,7 @@ def residue_hbonds_from_images(images_by_view: Mapping[str, Any], residue: str, 
 
 def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | None = None, *,
                               reconstruction=None, labels: Mapping[str, ImageLabels] | None = None,
-                              fit_residues: bool = True) -> ImageHBondAnswer:
+                              fit_residues: bool = True, dictionary: bool = True) -> ImageHBondAnswer:
     """T9 from the pictures: every pocket–ligand H-bond as ``ARG 45 NH2, O1B; ...``.
 
     Residue names and numbers come from the labels (triangulated over the views) checked against the
@@ -324,8 +345,10 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     (:func:`~misi_agent.tools.identity.label_copies`); 35.76 with the ligand's N/O points that the reconstruction
     left to the pocket given back (:func:`with_bonded_ligand_heteroatoms`); 35.44 → 40.36 (a rerun) with a
     phosphate's P kept over a point on top of it, the O it lacks completed, and an O drawn without a neighbour only
-    accepting (:func:`complex_from_identity`, :func:`_unique_bonds`; ``eval/results/image_hbonds_residue_fit.md``). Pass
-    ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
+    accepting (:func:`complex_from_identity`, :func:`_unique_bonds`); 45.34 with the ligand's chemistry taken from the
+    Chemical Component Dictionary (``dictionary``, :mod:`~misi_agent.tools.ligand_dictionary`;
+    ``eval/results/image_hbonds_residue_fit.md``). Pass ``fit_residues=False`` for exact atoms (an oracle
+    reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
 
@@ -348,7 +371,7 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
         if not np.any(np.asarray(rec.is_ligand, bool)):
             return _nothing_seen("pocket_ligand_interaction", "None", rec, labels)
     ligand = identify_ligand(rec, labels)
-    cx = complex_from_identity(rec, residues, ligand, chain=chain or "")
+    cx = complex_from_identity(rec, residues, ligand, chain=chain or "", dictionary=dictionary)
     bonds = _unique_bonds(cx)
     unsure = [hb for hb in bonds if _unnamed(hb)]
     answer = format_pocket_ligand([hb for hb in bonds if not _unnamed(hb)]) or "None"
