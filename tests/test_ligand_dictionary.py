@@ -1,7 +1,7 @@
 """The pictured ligand found in the Chemical Component Dictionary, and its chemistry given to the rebuilt atoms.
 
-Real entries: 7x9k's 8OG (a nucleotide with its phosphate) and 6yqw's 82I, their atoms as a perfect
-reconstruction would give them (:func:`oracle_reconstruction`), with the readings spoiled the way the
+A real entry: 7x9k's 8OG (a nucleotide with its phosphate), its atoms as a perfect reconstruction would give
+them (:func:`oracle_reconstruction`), with the readings spoiled the way the
 pictures spoil them: atoms hidden, names misread, names not read at all.
 """
 from __future__ import annotations
@@ -42,6 +42,10 @@ def test_the_read_names_and_bonds_find_the_component(nucleotide):
     assert rank_components(read, bonds, len(el), top=3)[0][0] == "8OG"
     m = identify_component(el, xyz, names, bonds)
     assert m is not None and m.code == "8OG"
+    assert (m.seen >= 0).all() and [names[k] for k in m.seen] == m.names
+    twice = list(names)
+    twice[names.index("C2'")] = "C4'"  # one name read on two atoms: neither reading is trusted, both are placed
+    m = map_to_component("8OG", el, xyz, twice, bonds)
     assert (m.seen >= 0).all() and [names[k] for k in m.seen] == m.names
 
 
@@ -101,9 +105,27 @@ def test_the_rebuilt_ligand_takes_the_entrys_donors_and_acceptors(nucleotide):
 
 
 def test_too_few_read_names_find_no_component(nucleotide):
-    """Names not read, or read but held by no component with those bonds: no component, the ligand keeps the
-    chemistry perceived from its geometry."""
+    """Too few names read: no component, and the ligand keeps the chemistry perceived from its geometry; atom lists
+    of different lengths are an error."""
     _, el, xyz, names, bonds = nucleotide
     assert identify_component(el, xyz, [f"?{e}{k}" for k, e in enumerate(el)], bonds) is None
     assert map_to_component("8OG", el, xyz, ["?"] * (len(el) - 3) + names[-3:], bonds) is None
     assert map_to_component("NOT_A_CODE", el, xyz, names, bonds) is None
+    with pytest.raises(ValueError, match="one each an atom"):
+        map_to_component("8OG", el[:-1], xyz, names, bonds)
+
+
+def test_superposition_is_a_proper_rotation():
+    """Hidden atoms are placed by a rotation, never a mirror image: a chiral centre keeps its hand."""
+    from misi_agent.tools.ligand_dictionary import _kabsch
+
+    rng = np.random.default_rng(0)
+    src = rng.normal(size=(4, 3))
+    mirrored = src * np.array([1.0, 1.0, -1.0])
+    r, t = _kabsch(src, mirrored)
+    assert np.isclose(np.linalg.det(r), 1.0)
+    assert np.abs(src @ r + t - mirrored).max() > 0.1  # a mirror image cannot be reached
+    q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    q *= np.sign(np.linalg.det(q))
+    r, t = _kabsch(src, src @ q + 2.0)
+    assert np.allclose(src @ r + t, src @ q + 2.0)

@@ -164,7 +164,7 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
         return _complex(pdb_id, chain, pocket, match.elements, match.coords,
                         [n if k >= 0 else f"{UNSEEN}{n}" for n, k in zip(match.names, match.seen)], match.mol,
                         f"ligand chemistry of CCD component {match.code}: {int((match.seen >= 0).sum())} of "
-                        f"{len(match.names)} atoms pictured")
+                        f"{len(match.names)} atoms pictured", code=match.code)
     for k, (p, x) in enumerate(missing_phosphate_oxygens(elements, xyz, lbonds), start=1):  # not pictured: no bonds
         lbonds.append((p, len(elements)))
         elements.append("O")
@@ -176,8 +176,9 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
 
 
 def _complex(pdb_id: str, chain: str, pocket: struc.AtomArray, elements: Sequence[str], xyz: np.ndarray,
-             names: Sequence[str], mol: Chem.Mol, note: str) -> Complex:
-    """The :class:`Complex` of a pocket and a ligand given as atoms and an RDKit molecule in the same order."""
+             names: Sequence[str], mol: Chem.Mol, note: str, code: str | None = None) -> Complex:
+    """The :class:`Complex` of a pocket and a ligand given as atoms and an RDKit molecule in the same order;
+    ``code``: the CCD component whose bond orders the molecule has (else they are perceived: "connectivity")."""
     conf = Chem.Conformer(len(xyz))
     for k, x in enumerate(xyz):
         conf.SetAtomPosition(k, Point3D(*map(float, x)))
@@ -195,9 +196,9 @@ def _complex(pdb_id: str, chain: str, pocket: struc.AtomArray, elements: Sequenc
     lig.hetero = np.ones(len(xyz), bool)
     for k, name in enumerate(names):
         mol.GetAtomWithIdx(k).SetProp("_Name", name)
-    return Complex(pdb_id=pdb_id, ligand_code="LIG", ligand_key=ResidueKey("L", 1, "", "LIG"), pocket=pocket,
-                   ligand=lig, ligand_mol=mol, bond_orders="connectivity", environment=struc.AtomArray(0),
-                   source="images", notes=(note,))
+    return Complex(pdb_id=pdb_id, ligand_code=code or "LIG", ligand_key=ResidueKey("L", 1, "", "LIG"), pocket=pocket,
+                   ligand=lig, ligand_mol=mol, bond_orders="ccd" if code else "connectivity",
+                   environment=struc.AtomArray(0), source="images", notes=(note,))
 
 
 def _template_element(residue: str, atom: str) -> str:

@@ -109,8 +109,8 @@ def rank_components(read: Mapping[int, tuple[str, str, float]], bonds: Sequence[
     ``bonds``: rebuilt bonds; ``n_atoms``: rebuilt ligand atoms. A read name the component holds with that
     element scores its rarity (log of components over components holding it: ``C1`` says little, ``O3G``
     much) times the weight; a read name it lacks -weight; each atom of size difference -0.5; these pick a
-    shortlist. Within it, a rebuilt bond between two held names scores +3 when the component has it and -3
-    when not."""
+    shortlist. Within it, a rebuilt bond between two read names the component holds (whatever their elements)
+    scores +3 when the component has that bond and -3 when not."""
     ix = _index()
     score = np.zeros(len(ix.codes))
     held = np.zeros(len(ix.codes))
@@ -164,13 +164,17 @@ def map_to_component(code: str, elements: Sequence[str], coords: np.ndarray, nam
     the component is placed by superposing its ideal coordinates onto the closest anchors, the three or more
     within the fewest bonds up to :data:`LOCAL_BONDS` (all anchors when fewer are near), and a rebuilt atom of its
     element within :data:`SNAP_A` of that place becomes it. None when fewer than :data:`MIN_ANCHORS` anchors
-    hold, or the component is not in the dictionary or cannot be sanitised."""
+    hold, when the component is not in the dictionary, has no bonds or ideal coordinates, or cannot be
+    sanitised, or when a rebuilt position is not finite. ValueError when the atom lists differ in length."""
     import networkx as nx
 
     from misi_agent.structure import ccd_molecule, ccd_template
 
+    coords = np.asarray(coords, float)
+    if not (len(elements) == len(names) == len(coords)):
+        raise ValueError(f"{len(elements)} elements, {len(names)} names and {len(coords)} positions: one each an atom")
     tmpl = ccd_template(code)
-    if tmpl is None or tmpl.bonds is None or tmpl.array_length() == 0:
+    if tmpl is None or tmpl.bonds is None or tmpl.array_length() == 0 or not np.isfinite(coords).all():
         return None
     tnames = [str(n) for n in tmpl.atom_name]
     tel = [str(e).upper() for e in tmpl.element]
@@ -181,7 +185,6 @@ def map_to_component(code: str, elements: Sequence[str], coords: np.ndarray, nam
     tg = nx.Graph()
     tg.add_nodes_from(range(len(tnames)))
     tg.add_edges_from((int(a), int(b)) for a, b, _ in tmpl.bonds.as_array())
-    coords = np.asarray(coords, float)
     anchor = {k: tpos[n] for k, n in enumerate(names) if n in tpos and _same_element(tel[tpos[n]], elements[k])}
     twice = {t for t, c in Counter(anchor.values()).items() if c > 1}  # one name read on two atoms: neither
     anchor = {k: t for k, t in anchor.items() if t not in twice}
@@ -189,9 +192,10 @@ def map_to_component(code: str, elements: Sequence[str], coords: np.ndarray, nam
     for a, b in bonds:
         nbrs[a].append(b)
         nbrs[b].append(a)
-    for k in list(anchor):
-        linked = [j for j in nbrs[k] if j in anchor]
-        agree = sum(tg.has_edge(anchor[k], anchor[j]) for j in linked)
+    read = dict(anchor)  # each reading is judged against all the others, whatever the order
+    for k in read:
+        linked = [j for j in nbrs[k] if j in read]
+        agree = sum(tg.has_edge(read[k], read[j]) for j in linked)
         if len(linked) - agree > agree:
             del anchor[k]
     if len(anchor) < MIN_ANCHORS:
@@ -252,8 +256,12 @@ def identify_component(elements: Sequence[str], coords: np.ndarray, names: Seque
     ``names`` prefixed ``?`` were not read; ``support`` (0–1 an atom) is how much of its votes its name won,
     which weighs the reading by 0.5–1. None when no candidate qualifies."""
     support = support if support is not None else [1.0] * len(names)
+    if not (len(elements) == len(names) == len(support)):
+        raise ValueError(f"{len(elements)} elements, {len(names)} names and {len(support)} supports: one each an atom")
     read = {k: (n, e, 0.5 + 0.5 * float(w)) for k, (n, e, w) in enumerate(zip(names, elements, support))
             if n and not n.startswith("?")}
+    if len(read) < MIN_ANCHORS:  # only read names become anchors
+        return None
     best, best_q = None, -math.inf
     for code, _ in rank_components(read, bonds, len(elements), top=candidates):
         m = map_to_component(code, elements, coords, names, bonds)
@@ -262,6 +270,7 @@ def identify_component(elements: Sequence[str], coords: np.ndarray, names: Seque
         seen = int((m.seen >= 0).sum())
         if seen < MIN_SHARE * len(m.names) or seen < MIN_SHARE * len(elements):
             continue
-        if match_quality(m, len(elements)) > best_q:
-            best, best_q = m, match_quality(m, len(elements))
+        q = match_quality(m, len(elements))
+        if q > best_q:
+            best, best_q = m, q
     return best
