@@ -117,15 +117,15 @@ def test_too_few_read_names_find_no_component(nucleotide):
 
 def test_superposition_is_a_proper_rotation():
     """Hidden atoms are placed by a rotation, never a mirror image: a chiral centre keeps its hand."""
-    from misi_agent.tools.ligand_dictionary import _kabsch
+    from misi_agent.tools.geometry import kabsch
 
     rng = np.random.default_rng(0)
     src = rng.normal(size=(4, 3))
     mirrored = src * np.array([1.0, 1.0, -1.0])
-    r, t = _kabsch(src, mirrored)
+    r, t = kabsch(src, mirrored)
     assert np.isclose(np.linalg.det(r), 1.0)
-    assert np.abs(src @ r + t - mirrored).max() > 0.1  # a mirror image cannot be reached
+    assert np.abs(src @ r.T + t - mirrored).max() > 0.1  # a mirror image cannot be reached
     q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
     q *= np.sign(np.linalg.det(q))
-    r, t = _kabsch(src, src @ q + 2.0)
-    assert np.allclose(src @ r + t, src @ q + 2.0)
+    r, t = kabsch(src, src @ q + 2.0)
+    assert np.allclose(src @ r.T + t, src @ q + 2.0)

@@ -30,6 +30,8 @@ import numpy as np
 from rdkit import Chem
 from scipy.optimize import linear_sum_assignment
 
+from misi_agent.tools.geometry import kabsch
+
 SNAP_A = 0.9  # a rebuilt atom this close to a placed component atom of its element is that atom
 MIN_ANCHORS = 6  # read names a component must confirm before it is trusted (see identify_component)
 LOCAL_BONDS = 3  # superposition neighbourhood of a placed atom, in bonds
@@ -146,15 +148,6 @@ class ComponentMatch:
     mol: Chem.Mol
 
 
-def _kabsch(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rotation r and translation t with src @ r + t ≈ dst (proper rotation)."""
-    cs, cd = src.mean(axis=0), dst.mean(axis=0)
-    u, _, vt = np.linalg.svd((src - cs).T @ (dst - cd))
-    d = np.sign(np.linalg.det(u @ vt))
-    r = u @ np.diag([1.0, 1.0, d]) @ vt
-    return r, cd - cs @ r
-
-
 def map_to_component(code: str, elements: Sequence[str], coords: np.ndarray, names: Sequence[str],
                      bonds: Sequence[tuple[int, int]]) -> ComponentMatch | None:
     """The rebuilt ligand (``elements``, ``coords``, read ``names``, ``bonds`` by index) as component ``code``.
@@ -217,8 +210,8 @@ def map_to_component(code: str, elements: Sequence[str], coords: np.ndarray, nam
             if len(near) >= 3:
                 use = np.array(near)
                 break
-        r, tr = _kabsch(ideal[use], coords[[rec_of[u] for u in use]])
-        placed[t] = ideal[t] @ r + tr
+        r, shift = kabsch(ideal[use], coords[[rec_of[u] for u in use]])
+        placed[t] = r @ ideal[t] + shift
     free_t = [t for t in range(len(tnames)) if seen[t] < 0]
     free_k = [k for k in range(len(elements)) if k not in anchor]
     if free_t and free_k:
