@@ -566,6 +566,41 @@ def test_a_ligand_oxygen_pictured_without_its_neighbour_only_accepts(phosphate_o
     assert [hb for hb in ih._unique_bonds(o3) if hb.ligand_atom == "O3'" and hb.donor == "ligand"]
 
 
+def test_a_residue_cut_in_two_names_its_bonds_by_its_read_number(phosphate_oracle):
+    """Arg 23 of 7x9k cut into its backbone and its side chain, both labelled ARG 23 (as a reconstruction that
+    splits a residue gives them): the complex numbers the second piece apart, and the answer writes its bonds under
+    23 again, the same bonds as the whole residue's. A piece whose number was not read stays unnamed."""
+    from dataclasses import replace
+
+    from misi_agent.tools.identity import LigandIdentity
+    from misi_agent.tools.image_hbonds import (UNKNOWN_NUMBER, _unique_bonds, _unnamed, answer_bonds,
+                                               complex_from_identity, complex_numbers)
+
+    rec, known, names = phosphate_oracle
+    lig = LigandIdentity(dict(names), {i: 1.0 for i in names}, 0)
+    residues = identify_residues(rec, {}, known=known)
+    whole = _keys(answer_bonds(_unique_bonds(complex_from_identity(rec, residues, lig, chain="A")), residues))
+    assert ("ARG", 23, "NH1", "OP3") in whole
+    k = next(i for i, r in enumerate(residues) if (r.name, r.number) == ("ARG", 23))
+    arg = residues[k]
+    backbone = {"N", "CA", "C", "O"}
+    head = replace(arg, atom_names={i: n for i, n in arg.atom_names.items() if n in backbone},
+                   completed={n: x for n, x in arg.completed.items() if n in backbone})
+    tail = replace(arg, group=max(r.group for r in residues) + 1,
+                   atom_names={i: n for i, n in arg.atom_names.items() if n not in backbone},
+                   completed={n: x for n, x in arg.completed.items() if n not in backbone})
+    cut = residues[:k] + [head] + residues[k + 1:] + [tail]
+    assert complex_numbers(cut)[-1] == 23 + UNKNOWN_NUMBER
+    found = _unique_bonds(complex_from_identity(rec, cut, lig, chain="A"))
+    assert ("ARG", 23 + UNKNOWN_NUMBER, "NH1", "OP3") in _keys(found) and all(_unnamed(b) for b in found
+                                                                             if b.residue_number > UNKNOWN_NUMBER)
+    assert _keys(answer_bonds(found, cut)) == whole
+    unread = cut[:-1] + [replace(tail, number=None)]
+    written = answer_bonds(_unique_bonds(complex_from_identity(rec, unread, lig, chain="A")), unread)
+    assert {b for b in _keys(written) if b[1] < UNKNOWN_NUMBER} == {b for b in whole if b[:2] != ("ARG", 23)
+                                                                   or b[2] in backbone}
+
+
 def test_a_phosphorus_is_kept_over_a_point_on_top_of_it(nucleotide):
     """A point matched to a wrong partner across views can land on a phosphate's P, between its O; of two
     ligand points closer than a bond, the P is kept, whatever their order (7x9k's 8OG drawn by the raster

@@ -114,7 +114,7 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
                           extra: Sequence[tuple[int, str, Mapping[str, np.ndarray]]] = (),
                           dictionary: bool = False) -> Complex:
     """A :class:`Complex` of the named atoms: pocket residues in number order (atoms without a
-    template name are left out, residues without a number get a placeholder from UNKNOWN_NUMBER), the ligand
+    template name are left out, residues numbered by :func:`complex_numbers`), the ligand
     with its perceived bond orders. A ligand P short of neighbours gets the O the pictures hid
     (:func:`~misi_agent.tools.identity.missing_phosphate_oxygens`, named with the :data:`UNSEEN` prefix) so that
     its O are typed as a phosphate's. With ``dictionary`` the ligand is first looked up in the Chemical Component
@@ -124,14 +124,9 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
     atoms it does not take left out. The H-bond engine then types it like any entry."""
     coords = np.asarray(rec.coords, float)
     rows = []  # (number, ins, name, atom name, element, xyz)
-    used_numbers = set()
-    for r in residues:
-        if not r.atom_names and not r.completed:
+    for r, number in zip(residues, complex_numbers(residues)):
+        if number is None:
             continue
-        number = r.number if r.number is not None else UNKNOWN_NUMBER + r.group
-        while (number, r.ins_code) in used_numbers:
-            number += UNKNOWN_NUMBER
-        used_numbers.add((number, r.ins_code))
         for i, name in r.atom_names.items():
             rows.append((number, r.ins_code, r.name, name, element_of_class(rec.classes[i]).upper(), coords[i]))
         for name, xyz in r.completed.items():  # template atoms the reconstruction missed, placed by superposition
@@ -173,6 +168,50 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
     sig = np.asarray(getattr(rec, "sigma", np.zeros(len(coords))), float)[lig_idx]
     mol, how = ligand_molecule(elements, xyz, lbonds, float(np.median(sig)) if len(sig) else 0.0)
     return _complex(pdb_id, chain, pocket, elements, xyz, names, mol, f"ligand bonds {how}")
+
+
+def complex_numbers(residues: Sequence[ResidueIdentity]) -> list[int | None]:
+    """The residue number each residue gets in :func:`complex_from_identity` (None: no atoms, left out).
+
+    Its read number; a placeholder from :data:`UNKNOWN_NUMBER` when none was read; and for a second residue with
+    the same number and insertion code (a residue the reconstruction cut in two, or the same residue in a second
+    chain) that number plus :data:`UNKNOWN_NUMBER`, once more for each further copy, so that every residue of the
+    complex has its own key. :func:`answer_bonds` writes the copies' bonds under their read number again."""
+    out: list[int | None] = []
+    used = set()
+    for r in residues:
+        if not r.atom_names and not r.completed:
+            out.append(None)
+            continue
+        number = r.number if r.number is not None else UNKNOWN_NUMBER + r.group
+        while (number, r.ins_code) in used:
+            number += UNKNOWN_NUMBER
+        used.add((number, r.ins_code))
+        out.append(number)
+    return out
+
+
+def answer_bonds(bonds: Sequence, residues: Sequence[ResidueIdentity]) -> list:
+    """``bonds`` (of the complex :func:`complex_from_identity` made of ``residues``) as the answer names them: a
+    bond of a residue that shares its read number with another (numbered apart in the complex,
+    :func:`complex_numbers`) under that read number, as the pictures label it. Both halves of a residue cut in two
+    then name their bonds alike, and so do the same residue in two chains, which the answer, without the chain the
+    pictures do not draw, writes alike anyway. One bond per (residue, residue atom, ligand atom); a residue whose
+    number was not read keeps its placeholder (:func:`_unnamed`). Raster T9, 20 items: 45.34 → 46.25
+    (``eval/results/image_hbonds_residue_fit.md``)."""
+    from dataclasses import replace
+
+    read = {(n, r.ins_code): r.number for r, n in zip(residues, complex_numbers(residues))
+            if n is not None and r.number is not None and n != r.number}
+    seen, out = set(), []
+    for hb in bonds:
+        number = read.get((hb.residue_number, hb.insertion_code), hb.residue_number)
+        hb = replace(hb, residue_number=number) if number != hb.residue_number else hb
+        k = (hb.chain, hb.residue_number, hb.insertion_code, hb.residue_name, hb.protein_atom, hb.ligand_atom)
+        if k not in seen:
+            seen.add(k)
+            out.append(hb)
+    return out
 
 
 def _complex(pdb_id: str, chain: str, pocket: struc.AtomArray, elements: Sequence[str], xyz: np.ndarray,
@@ -347,7 +386,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     left to the pocket given back (:func:`with_bonded_ligand_heteroatoms`); 35.44 → 40.36 (a rerun) with a
     phosphate's P kept over a point on top of it, the O it lacks completed, and an O drawn without a neighbour only
     accepting (:func:`complex_from_identity`, :func:`_unique_bonds`); 45.34 with the ligand's chemistry taken from the
-    Chemical Component Dictionary (``dictionary``, :mod:`~misi_agent.tools.ligand_dictionary`;
+    Chemical Component Dictionary (``dictionary``, :mod:`~misi_agent.tools.ligand_dictionary`); 46.25 with the bonds of
+    a residue whose read number another residue took written under that number (:func:`answer_bonds`;
     ``eval/results/image_hbonds_residue_fit.md``). Pass ``fit_residues=False`` for exact atoms (an oracle
     reconstruction), which need no fitting.
     """
@@ -373,7 +413,7 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
             return _nothing_seen("pocket_ligand_interaction", "None", rec, labels)
     ligand = identify_ligand(rec, labels)
     cx = complex_from_identity(rec, residues, ligand, chain=chain or "", dictionary=dictionary)
-    bonds = _unique_bonds(cx)
+    bonds = answer_bonds(_unique_bonds(cx), residues)
     unsure = [hb for hb in bonds if _unnamed(hb)]
     answer = format_pocket_ligand([hb for hb in bonds if not _unnamed(hb)]) or "None"
     notes = [f"{len(unsure)} bond(s) involve an atom or residue whose label was not read: found, listed in 'bonds', "
