@@ -569,7 +569,8 @@ def test_a_ligand_oxygen_pictured_without_its_neighbour_only_accepts(phosphate_o
 def test_a_residue_cut_in_two_names_its_bonds_by_its_read_number(phosphate_oracle):
     """Arg 23 of 7x9k cut into its backbone and its side chain, both labelled ARG 23 (as a reconstruction that
     splits a residue gives them): the complex numbers the second piece apart, and the answer writes its bonds under
-    23 again, the same bonds as the whole residue's. A piece whose number was not read stays unnamed."""
+    23 again, the same bonds as the whole residue's; the residue drawn twice gives each bond once. A piece whose
+    number was not read stays unnamed."""
     from dataclasses import replace
 
     from misi_agent.tools.identity import LigandIdentity
@@ -592,9 +593,13 @@ def test_a_residue_cut_in_two_names_its_bonds_by_its_read_number(phosphate_oracl
     cut = residues[:k] + [head] + residues[k + 1:] + [tail]
     assert complex_numbers(cut)[-1] == 23 + UNKNOWN_NUMBER
     found = _unique_bonds(complex_from_identity(rec, cut, lig, chain="A"))
-    assert ("ARG", 23 + UNKNOWN_NUMBER, "NH1", "OP3") in _keys(found) and all(_unnamed(b) for b in found
-                                                                             if b.residue_number > UNKNOWN_NUMBER)
+    assert ("ARG", 23 + UNKNOWN_NUMBER, "NH1", "OP3") in _keys(found)
+    assert {b.residue_number for b in found if _unnamed(b)} == {23 + UNKNOWN_NUMBER}  # only the cut-off piece
     assert _keys(answer_bonds(found, cut)) == whole
+    twice = residues + [replace(arg, group=tail.group)]  # the whole residue drawn twice: each bond written once
+    found = _unique_bonds(complex_from_identity(rec, twice, lig, chain="A"))
+    written = answer_bonds(found, twice)
+    assert len(found) > len(written) == len(whole) and _keys(written) == whole
     unread = cut[:-1] + [replace(tail, number=None)]
     written = answer_bonds(_unique_bonds(complex_from_identity(rec, unread, lig, chain="A")), unread)
     assert {b for b in _keys(written) if b[1] < UNKNOWN_NUMBER} == {b for b in whole if b[:2] != ("ARG", 23)

@@ -47,7 +47,8 @@ from misi_agent.tools.ligand_dictionary import identify_component
 from misi_agent.tools.reconstruction import load_views
 
 DEFAULT_CHAIN = "A"  # (ours) chain of the residue in image-only residue–ligand answers when none is given
-UNKNOWN_NUMBER = 100000  # residues whose number was not read are numbered from here (never written in an answer)
+UNKNOWN_NUMBER = 100000  # residues whose number was not read are numbered from here (never written in an answer),
+# and a second residue with a number already taken is numbered this much above it (written under its read number)
 HBOND_MODE = "relaxed"
 UNSEEN = "*"  # name prefix of ligand atoms chemistry adds that the pictures do not show (their bonds are not reported)
 _RESIDUE_RE = re.compile(r"^\s*([A-Za-z]{3})\s*(-?\d+)([A-Za-z]?)\s*$")
@@ -196,7 +197,9 @@ def answer_bonds(bonds: Sequence, residues: Sequence[ResidueIdentity]) -> list:
     bond of a residue that shares its read number with another (numbered apart in the complex,
     :func:`complex_numbers`) under that read number, as the pictures label it. Both halves of a residue cut in two
     then name their bonds alike, and so do the same residue in two chains, which the answer, without the chain the
-    pictures do not draw, writes alike anyway. One bond per (residue, residue atom, ligand atom); a residue whose
+    pictures do not draw, writes alike anyway. The two may differ in name (one piece named by its template graph,
+    ``PRO 75`` beside ``LEU 75``), and a label given to the wrong group is a third cause: both residues' bonds are
+    written then, some of them wrong. One bond per (residue, residue atom, ligand atom); a residue whose
     number was not read keeps its placeholder (:func:`_unnamed`). Raster T9, 20 items: 45.34 → 46.25
     (``eval/results/image_hbonds_residue_fit.md``)."""
     from dataclasses import replace
