@@ -206,13 +206,19 @@ def answer_bonds(bonds: Sequence, residues: Sequence[ResidueIdentity]) -> list:
 
     read = {(n, r.ins_code): r.number for r, n in zip(residues, complex_numbers(residues))
             if n is not None and r.number is not None and n != r.number}
-    seen, out = set(), []
+    named = []
     for hb in bonds:
         number = read.get((hb.residue_number, hb.insertion_code), hb.residue_number)
-        hb = replace(hb, residue_number=number) if number != hb.residue_number else hb
-        k = (hb.chain, hb.residue_number, hb.insertion_code, hb.residue_name, hb.protein_atom, hb.ligand_atom)
-        if k not in seen:
-            seen.add(k)
+        named.append(replace(hb, residue_number=number) if number != hb.residue_number else hb)
+    return _first_per_pair(named)
+
+
+def _first_per_pair(bonds: Sequence) -> list:
+    """The first of ``bonds`` for each (residue, residue atom, ligand atom) (:attr:`HBond.pair_key`), in order."""
+    seen, out = set(), []
+    for hb in bonds:
+        if hb.pair_key not in seen:
+            seen.add(hb.pair_key)
             out.append(hb)
     return out
 
@@ -260,14 +266,8 @@ def _unique_bonds(cx: Complex) -> list:
         return []
     found = [hb for hb in find_hbonds(cx, mode=HBOND_MODE)
              if not hb.ligand_atom.startswith(UNSEEN) and not _lone_oxygen_donor(cx, hb)]
-    seen, out = set(), []
-    for hb in sorted(found, key=lambda b: (b.chain, b.residue_number, b.insertion_code, b.protein_index,
-                                           b.ligand_index)):
-        k = (hb.chain, hb.residue_number, hb.insertion_code, hb.residue_name, hb.protein_atom, hb.ligand_atom)
-        if k not in seen:
-            seen.add(k)
-            out.append(hb)
-    return out
+    return _first_per_pair(sorted(found, key=lambda b: (b.chain, b.residue_number, b.insertion_code, b.protein_index,
+                                                        b.ligand_index)))
 
 
 def _lone_oxygen_donor(cx: Complex, hb) -> bool:
