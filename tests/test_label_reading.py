@@ -18,7 +18,7 @@ from misi_agent.render.raster import RasterRenderer
 from misi_agent.scene import scene_from_complex
 from misi_agent.structure import load_complex
 from misi_agent.tools.label_reading import (ALPHABET, DIGITS, LETTERS, Glyph, LabelRead, atom_name_reading, decode,
-                                            read_labels, residue_reading)
+                                            STANDARD_RESIDUES, read_labels, residue_reading)
 
 DATA = Path(__file__).resolve().parent.parent / "misi_agent" / "data" / "structures"
 
@@ -112,3 +112,32 @@ def test_minus_signs_of_negative_residue_numbers_are_read():
     assert sum(t in drawn for t in negative) >= 0.7 * len(negative), negative
     positives_made_negative = [t for t in negative if t.replace("-", "") in drawn and t not in drawn]
     assert not positives_made_negative
+
+
+def test_residue_names_are_read_as_amino_acids(complex_6yqw):
+    """A pocket residue is an amino acid: letters that spell none (``FSP`` under a crowded ``ASP 66``) are read as
+    the standard name the glyphs support best. On the six raster views of 6yqw (no modified residues) every name
+    comes out standard, and most reads that spelled no standard name now give the drawn text."""
+    spelled_other = corrected = 0
+    for view in ("front", "back", "left", "right", "top", "bottom"):
+        sc = scene_from_complex(complex_6yqw, view)
+        drawn = {text for text, _ in sc.labels()}
+        for lab in read_labels(RasterRenderer().render(sc).image).of_kind("residue"):
+            reading = residue_reading(lab)
+            if reading is None:
+                continue
+            assert reading[0] in STANDARD_RESIDUES
+            if decode(lab.words[0], [LETTERS] * 3)[0] not in STANDARD_RESIDUES:
+                spelled_other += 1
+                corrected += f"{reading[0]} {reading[1]}" in drawn
+    assert spelled_other >= 5
+    assert corrected >= 0.6 * spelled_other, (corrected, spelled_other)
+
+
+def test_a_modified_amino_acid_is_kept_only_when_the_glyphs_insist():
+    number = (_glyph({"5": 1}),)
+    # MSE (selenomethionine) read sharply stays MSE; a blurred PRQ is PRO, the standard name next to it
+    mse = LabelRead(((_glyph({"M": 1}), _glyph({"S": 1}), _glyph({"E": 1})), number), (0, 0, 1, 1), 0)
+    assert residue_reading(mse)[0] == "MSE"
+    prq = LabelRead(((_glyph({"P": 1}), _glyph({"R": 1}), _glyph({"Q": 0.6, "O": 0.4})), number), (0, 0, 1, 1), 0)
+    assert residue_reading(prq)[0] == "PRO"
