@@ -136,8 +136,12 @@ def test_residue_names_are_read_as_amino_acids(complex_6yqw):
 
 def test_a_modified_amino_acid_is_kept_only_when_the_glyphs_insist():
     number = (_glyph({"5": 1}),)
-    # MSE (selenomethionine) read sharply stays MSE; a blurred PRQ is PRO, the standard name next to it
+    # MSE (selenomethionine, common in crystal structures) read sharply stays MSE, read blurred it is MET
     mse = LabelRead(((_glyph({"M": 1}), _glyph({"S": 1}), _glyph({"E": 1})), number), (0, 0, 1, 1), 0)
     assert residue_reading(mse)[0] == "MSE"
-    prq = LabelRead(((_glyph({"P": 1}), _glyph({"R": 1}), _glyph({"Q": 0.6, "O": 0.4})), number), (0, 0, 1, 1), 0)
+    blurred = LabelRead(((_glyph({"M": 1}), _glyph({"S": 0.6, "E": 0.4}), _glyph({"E": 0.6, "T": 0.4})), number),
+                        (0, 0, 1, 1), 0)
+    assert residue_reading(blurred)[0] == "MET"
+    # PRQ is an amino acid of the Chemical Component Dictionary but not one pockets carry: read sharply, it is PRO
+    prq = LabelRead(((_glyph({"P": 1}), _glyph({"R": 1}), _glyph({"Q": 0.99, "O": 0.01})), number), (0, 0, 1, 1), 0)
     assert residue_reading(prq)[0] == "PRO"

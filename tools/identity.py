@@ -48,7 +48,8 @@ from rdkit import Chem
 from scipy.optimize import linear_sum_assignment
 
 from misi_agent.tools.geometry import angle, dihedral, kabsch
-from misi_agent.tools.label_reading import ImageLabels, LabelRead, atom_name_reading, residue_reading
+from misi_agent.tools.label_reading import (STANDARD_RESIDUES, ImageLabels, LabelRead, atom_name_reading,
+                                            residue_reading)
 
 PEPTIDE_CN = (1.1, 1.65)  # Å: a C–N distance in this range between two residues is a peptide bond
 BOND_MAX = 1.95  # Å: heavy atoms closer than this are bonded when the reconstruction gives no bonds
@@ -62,8 +63,7 @@ BOND_REACH_A = 1.55  # Å: the longest heavy-atom bond in a residue (C-S 1.8 asi
 MISFIT_WEIGHT = 0.3  # a label whose residue cannot hold the group's N, O and S (one stray N/O allowed) counts this much
 CLASS_ELEMENT = {"O": "O", "N": "N", "LIGAND_C": "C", "POCKET_C0": "C", "POCKET_C1": "C", "S": "S", "P": "P",
                  "F": "F", "CL": "Cl", "BR": "Br", "I": "I", "B": "B", "SE": "Se", "FE": "Fe", "ZN": "Zn", "MG": "Mg"}
-STANDARD = ("ALA", "ARG", "ASN", "ASP", "CYS", "GLN", "GLU", "GLY", "HIS", "ILE", "LEU", "LYS", "MET", "PHE", "PRO",
-            "SER", "THR", "TRP", "TYR", "VAL")
+STANDARD = STANDARD_RESIDUES
 
 
 def element_of_class(cls: str) -> str:

@@ -392,8 +392,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     Chemical Component Dictionary (``dictionary``, :mod:`~misi_agent.tools.ligand_dictionary`); 46.25 with the bonds of
     a residue whose read number another residue took written under that number (:func:`answer_bonds`); 45.54 with
     residue names read as amino acids (:func:`~misi_agent.tools.label_reading.residue_name_reading`: labels near the
-    ligand right 71.6 → 74.6 %, one item lost; PyMOL 6.71 → 7.27; ``eval/results/image_hbonds_residue_fit.md``). Pass ``fit_residues=False`` for exact atoms (an oracle
-    reconstruction), which need no fitting.
+    ligand right 71.6 → 74.6 %, one item lost; PyMOL 6.71 → 7.27; ``eval/results/image_hbonds_residue_fit.md``).
+    Pass ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
 

@@ -556,21 +556,17 @@ def decode(glyphs: Sequence[Glyph], allowed: Sequence[frozenset[str] | None]) ->
 
 STANDARD_RESIDUES = ("ALA", "ARG", "ASN", "ASP", "CYS", "GLN", "GLU", "GLY", "HIS", "ILE", "LEU", "LYS", "MET", "PHE",
                      "PRO", "SER", "THR", "TRP", "TYR", "VAL")
-# Prior odds of a modified amino acid (MSE, SEP, ...) against a standard one in a pocket: 11 of the 308 PoseBusters
-# entries have one among their ~40 pocket residues (eval/results/structure_survey.md), about 1 residue in 1000.
-MODIFIED_PRIOR = 1e-3
-
-
-@lru_cache(maxsize=1)
-def amino_acid_names() -> frozenset[str]:
-    """The wwPDB Chemical Component Dictionary's amino acids (standard and modified): the names a pocket
-    residue can carry (the pocket is the protein's amino acids, :mod:`misi_agent.structure`)."""
-    import biotite.structure.info as info
-
-    return frozenset(info.amino_acid_names())
+# Modified amino acids in the protein chains of the PoseBusters entries (305 read; residues, most common first):
+# MSE 21, OCS 12, MLY 9, SEP 6, KCX 6, TPO 4, CME 3, PTR 3, SNN 2, CSO 2, TYS 1, CSD 1, LLP 1, CSX 1, 4OG 1 —
+# 73 of about 10^5 residues. Only these are read as written; the recogniser is overconfident in a crowded spot (FSP
+# for ASP at 35 000 : 1), and 15 % of the one-letter changes of a standard name spell some CCD amino acid (PRQ).
+MODIFIED_RESIDUES = ("MSE", "OCS", "MLY", "SEP", "KCX", "TPO", "CME", "PTR", "SNN", "CSO", "TYS", "CSD", "LLP", "CSX",
+                     "4OG")
+MODIFIED_ODDS = 1e3  # a modified name is kept when the glyphs support it this many times better than any standard one
 
 
 def _word_log_probability(glyphs: Sequence[Glyph], text: str) -> float:
+    """Log-probability of the glyphs spelling ``text``, scored as :func:`decode` scores its choice."""
     lp = 0.0
     for g, ch in zip(glyphs, text):
         p = (1.0 if g.fixed == ch else 0.0) if g.fixed else float(g.probs[ALPHABET.index(ch)])
@@ -579,20 +575,22 @@ def _word_log_probability(glyphs: Sequence[Glyph], text: str) -> float:
 
 
 def residue_name_reading(glyphs: Sequence[Glyph]) -> tuple[str, float]:
-    """(name, log-probability) of a residue label's three-letter name, read against the amino acids.
+    """(name, log-probability) of a residue label's three glyphs, read as a pocket residue's name.
 
-    The letters read one by one are kept when they spell a standard residue, or a modified amino acid that the
-    glyphs support :data:`MODIFIED_PRIOR` times better than the best standard name; anything else (``FSP``,
-    ``WLA``: a glyph misread in a crowded spot, or a text no pocket residue carries) is read as the standard
-    name the glyphs support best. Raster T9 pictures, 20 items: the groups near the ligand carrying their residue's
-    text 71.6 → 74.6 %; T9 end to end one item lost on raster (46.25 → 45.54), one gained on PyMOL (6.71 → 7.27), see
-    ``eval/results/image_hbonds_residue_fit.md``."""
+    The pocket is the protein's amino acids (:mod:`misi_agent.structure`). The letters read one by one are kept when
+    they spell a standard residue, or one of :data:`MODIFIED_RESIDUES` that the glyphs support :data:`MODIFIED_ODDS`
+    times better than the best standard name; anything else (``FSP``, ``WLA``: a glyph misread where a stick or
+    another label crosses the text) is read as the standard name the glyphs support best. Raster T9 pictures, 20
+    items: the groups near the ligand carrying their residue's text 71.6 → 74.6 %; T9 end to end one item lost on
+    raster (46.25 → 45.54), one gained on PyMOL (6.71 → 7.27), see ``eval/results/image_hbonds_residue_fit.md``."""
+    if len(glyphs) != 3:
+        raise ValueError(f"a residue name has three letters, got {len(glyphs)} glyphs")
     free, lp_free = decode(glyphs, [LETTERS] * 3)
     if free in STANDARD_RESIDUES:
         return free, lp_free
     best = max(STANDARD_RESIDUES, key=lambda n: _word_log_probability(glyphs, n))
     lp_best = _word_log_probability(glyphs, best)
-    if free in amino_acid_names() and lp_free - lp_best > -math.log(MODIFIED_PRIOR):
+    if free in MODIFIED_RESIDUES and lp_free - lp_best > math.log(MODIFIED_ODDS):
         return free, lp_free
     return best, lp_best
 
