@@ -63,7 +63,6 @@ BOND_REACH_A = 1.55  # Å: the longest heavy-atom bond in a residue (C-S 1.8 asi
 MISFIT_WEIGHT = 0.3  # a label whose residue cannot hold the group's N, O and S (one stray N/O allowed) counts this much
 CLASS_ELEMENT = {"O": "O", "N": "N", "LIGAND_C": "C", "POCKET_C0": "C", "POCKET_C1": "C", "S": "S", "P": "P",
                  "F": "F", "CL": "Cl", "BR": "Br", "I": "I", "B": "B", "SE": "Se", "FE": "Fe", "ZN": "Zn", "MG": "Mg"}
-STANDARD = STANDARD_RESIDUES
 
 
 def element_of_class(cls: str) -> str:
@@ -502,7 +501,7 @@ def identify_residues(rec, labels_by_view: Mapping[str, ImageLabels], *, known: 
         comp = _composition(rg)
         comps[g] = comp
         fits = {}
-        for name in STANDARD:
+        for name in STANDARD_RESIDUES:
             tg = template_graph(name)
             if tg is None:
                 continue

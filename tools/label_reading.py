@@ -565,15 +565,6 @@ MODIFIED_RESIDUES = ("MSE", "OCS", "MLY", "SEP", "KCX", "TPO", "CME", "PTR", "SN
 MODIFIED_ODDS = 1e3  # a modified name is kept when the glyphs support it this many times better than any standard one
 
 
-def _word_log_probability(glyphs: Sequence[Glyph], text: str) -> float:
-    """Log-probability of the glyphs spelling ``text``, scored as :func:`decode` scores its choice."""
-    lp = 0.0
-    for g, ch in zip(glyphs, text):
-        p = (1.0 if g.fixed == ch else 0.0) if g.fixed else float(g.probs[ALPHABET.index(ch)])
-        lp += math.log(max(p, 1e-9))
-    return lp
-
-
 def residue_name_reading(glyphs: Sequence[Glyph]) -> tuple[str, float]:
     """(name, log-probability) of a residue label's three glyphs, read as a pocket residue's name.
 
@@ -588,8 +579,10 @@ def residue_name_reading(glyphs: Sequence[Glyph]) -> tuple[str, float]:
     free, lp_free = decode(glyphs, [LETTERS] * 3)
     if free in STANDARD_RESIDUES:
         return free, lp_free
-    best = max(STANDARD_RESIDUES, key=lambda n: _word_log_probability(glyphs, n))
-    lp_best = _word_log_probability(glyphs, best)
+    # each standard name scored as decode scores a spelling it is held to
+    score = {name: decode(glyphs, [frozenset(ch) for ch in name])[1] for name in STANDARD_RESIDUES}
+    best = max(score, key=score.__getitem__)
+    lp_best = score[best]
     if free in MODIFIED_RESIDUES and lp_free - lp_best > math.log(MODIFIED_ODDS):
         return free, lp_free
     return best, lp_best
