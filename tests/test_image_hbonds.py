@@ -606,6 +606,70 @@ def test_a_residue_cut_in_two_names_its_bonds_by_its_read_number(phosphate_oracl
                                                                    or b[2] in backbone}
 
 
+_NAMINGS = """
+import networkx as nx
+from misi_agent.tools.identity import template_mappings
+g = nx.Graph()
+for i, el in enumerate(["C", "C", "O", "N", "C", "C"]):
+    g.add_node(i, element=el)
+g.add_edges_from([(0, 1), (1, 2), (0, 3), (0, 4), (4, 5)])
+print([sorted(m.items()) for m in template_mappings(g, "GLU")])
+"""
+
+
+def test_residue_namings_do_not_depend_on_string_hashing():
+    """A residue piece CA(N)(CB–CG)–C–O named from Glu's template: every process lists the same namings in the
+    same order, whatever its string-hash seed (the graph matcher walks sets of nodes; with atom names as nodes
+    the first naming changed from one run to the next), and the carbonyl O is named O before OXT."""
+    import os
+    import subprocess
+    import sys
+
+    runs = {subprocess.run([sys.executable, "-c", _NAMINGS], env={**os.environ, "PYTHONHASHSEED": str(seed)},
+                           capture_output=True, text=True, check=True).stdout for seed in (0, 1, 3)}
+    assert len(runs) == 1
+    first = runs.pop().splitlines()[0]
+    assert first.startswith("[[(0, 'CA'), (1, 'C'), (2, 'O'), (3, 'N'), (4, 'CB'), (5, 'CG')]")
+
+
+def test_a_residue_without_a_group_gets_its_backbone_from_its_neighbours(phosphate_oracle):
+    """7x9k's Phe 35 donates N–H to O6. With the residue lost from the reconstruction (a small residue merged
+    into a neighbour's group) but its label read, its N and CA come back from Glu 34's C=O by the trans peptide,
+    within 0.15 Å, and its C, O and CA from Pro 36's backbone; the N–H···O6 bond comes back with them. Nothing is
+    added where the label was not read, for a residue that has its N and O from a good fit, or from a neighbour
+    whose fit is not good."""
+    from dataclasses import replace
+
+    from misi_agent.tools.identity import LigandIdentity
+    from misi_agent.tools.image_hbonds import _unique_bonds, answer_bonds, complex_from_identity, unseen_chain_neighbours
+
+    rec, known, names = phosphate_oracle
+    lig = LigandIdentity(dict(names), {i: 1.0 for i in names}, 0)
+    residues = identify_residues(rec, {}, known=known)
+    phe = next(r for r in residues if r.number == 35)
+    true_n = rec.coords[next(i for i, n in phe.atom_names.items() if n == "N")]
+    good = {r.label for r in residues}
+    assert unseen_chain_neighbours(residues, rec.coords, good) == []  # every residue has its N and O
+    lost = [replace(r, ocr_votes={"PHE 35": 0.5}) if r.number in (34, 36) else r for r in residues if r is not phe]
+    assert [r.name for r in residues if r.number in (34, 36)] == ["GLU", "PRO"]
+
+    def answer(res):
+        return _keys(answer_bonds(_unique_bonds(complex_from_identity(rec, res, lig, chain="A")), res))
+
+    assert not {b for b in answer(lost) if b[:2] == ("PHE", 35)}
+    added = unseen_chain_neighbours(lost, rec.coords, good)
+    assert sorted((r.name, r.number, tuple(sorted(r.completed))) for r in added) == [
+        ("PHE", 35, ("C", "CA", "O")), ("PHE", 35, ("CA", "N"))]
+    n = next(np.asarray(r.completed["N"]) for r in added if "N" in r.completed)
+    assert np.linalg.norm(n - true_n) < 0.15
+    assert ("PHE", 35, "N", "O6") in answer(lost + added)
+    assert unseen_chain_neighbours([replace(r, ocr_votes={}) for r in lost], rec.coords, good) == []
+    assert 35 not in {r.number for r in unseen_chain_neighbours(lost, rec.coords, good - {"GLU 34", "PRO 36"})}
+    poorly_fitted = unseen_chain_neighbours(residues, rec.coords, good - {"PHE 35"})  # Phe 35 there, its fit poor
+    assert sorted((r.number, tuple(sorted(r.completed))) for r in poorly_fitted) == [(35, ("C", "CA", "O")),
+                                                                                    (35, ("CA", "N"))]
+
+
 def test_a_phosphorus_is_kept_over_a_point_on_top_of_it(nucleotide):
     """A point matched to a wrong partner across views can land on a phosphate's P, between its O; of two
     ligand points closer than a bond, the P is kept, whatever their order (7x9k's 8OG drawn by the raster

@@ -179,15 +179,22 @@ def template_mappings(rg: nx.Graph, name: str, coords: np.ndarray | None = None,
     tg = template_graph(name)
     if tg is None or rg.number_of_nodes() == 0 or rg.number_of_nodes() > tg.number_of_nodes():
         return []
-    gm = nx.algorithms.isomorphism.GraphMatcher(tg, rg, node_match=lambda a, b: a["element"] == b["element"])
+    # the matcher walks sets of nodes: with atom names as nodes its order (which mappings come first, which 48 are
+    # kept, which of two equal ones wins) would follow Python's string hashing, different in every process;
+    # integer nodes (the template's atom order) keep it the same
+    names = list(tg.nodes)
+    itg = nx.convert_node_labels_to_integers(tg, ordering="default")
+    gm = nx.algorithms.isomorphism.GraphMatcher(itg, rg, node_match=lambda a, b: a["element"] == b["element"])
     maps = []
     for k, m in enumerate(gm.subgraph_monomorphisms_iter()):
-        maps.append({r: t for t, r in m.items()})
+        maps.append({r: names[t] for t, r in m.items()})
         if k >= limit - 1:
             break
-    if len(maps) > 1 and coords is not None:
-        # mappings that differ only by symmetric atoms score alike; keep the first of equals (stable)
-        maps.sort(key=lambda mp: round(mapping_score(rg, name, mp, coords, context), 6))
+    if len(maps) > 1:
+        # mappings that differ only by symmetric atoms score alike; keep the first of equals (stable), a carbonyl O
+        # named O before OXT (one residue of a chain is C-terminal)
+        maps.sort(key=lambda mp: (round(mapping_score(rg, name, mp, coords, context), 6) if coords is not None else 0.0,
+                                  "OXT" in mp.values() and "O" not in mp.values()))
     return maps
 
 

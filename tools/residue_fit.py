@@ -630,7 +630,7 @@ def residue_carbon_class(rec, group: int | None = None) -> str | None:
     carbon_classes = [str(c) for c in np.asarray(rec.classes)[_members(rec, group)] if str(c) in POCKET_CLASSES]
     if not carbon_classes:
         carbon_classes = [str(c) for c in np.asarray(rec.cloud_classes) if str(c) in POCKET_CLASSES]
-    return max(set(carbon_classes), key=carbon_classes.count) if carbon_classes else None
+    return max(sorted(set(carbon_classes)), key=carbon_classes.count) if carbon_classes else None
 
 
 def residue_cloud(rec, group: int | None = None, ligand_gap_a: float = 1.0, reach_a: float = 2.0
