@@ -635,11 +635,13 @@ def test_residue_namings_do_not_depend_on_string_hashing():
 def test_a_residue_without_a_group_gets_its_backbone_from_its_neighbours(phosphate_oracle):
     """7x9k's Phe 35 donates N–H to O6. With the residue lost from the reconstruction (a small residue merged
     into a neighbour's group) but its label read, its N and CA come back from Glu 34's C=O by the trans peptide,
-    within 0.15 Å, and its C, O and CA from Pro 36's backbone; the N–H···O6 bond comes back with them. Nothing is
-    added where the label was not read, for a residue that has its N and O from a good fit, or from a neighbour
-    whose fit is not good."""
+    within 0.15 Å, and its C and O from Pro 36's backbone, as one residue linked to both neighbours (Pro 36's N
+    stays a chain's N, not an N-terminal one); the N–H···O6 bond comes back with them. Nothing is added where the
+    label was not read, for a residue that has its N and O from a good fit, or from a neighbour whose fit is not
+    good."""
     from dataclasses import replace
 
+    from misi_agent.tools.atom_typing import type_pocket
     from misi_agent.tools.identity import LigandIdentity
     from misi_agent.tools.image_hbonds import _unique_bonds, answer_bonds, complex_from_identity, unseen_chain_neighbours
 
@@ -648,7 +650,7 @@ def test_a_residue_without_a_group_gets_its_backbone_from_its_neighbours(phospha
     residues = identify_residues(rec, {}, known=known)
     phe = next(r for r in residues if r.number == 35)
     true_n = rec.coords[next(i for i, n in phe.atom_names.items() if n == "N")]
-    good = {r.label for r in residues}
+    good = {r.group for r in residues}
     assert unseen_chain_neighbours(residues, rec.coords, good) == []  # every residue has its N and O
     lost = [replace(r, ocr_votes={"PHE 35": 0.5}) if r.number in (34, 36) else r for r in residues if r is not phe]
     assert [r.name for r in residues if r.number in (34, 36)] == ["GLU", "PRO"]
@@ -658,16 +660,17 @@ def test_a_residue_without_a_group_gets_its_backbone_from_its_neighbours(phospha
 
     assert not {b for b in answer(lost) if b[:2] == ("PHE", 35)}
     added = unseen_chain_neighbours(lost, rec.coords, good)
-    assert sorted((r.name, r.number, tuple(sorted(r.completed))) for r in added) == [
-        ("PHE", 35, ("C", "CA", "O")), ("PHE", 35, ("CA", "N"))]
-    n = next(np.asarray(r.completed["N"]) for r in added if "N" in r.completed)
-    assert np.linalg.norm(n - true_n) < 0.15
+    assert [(r.name, r.number, sorted(r.completed)) for r in added] == [("PHE", 35, ["C", "CA", "N", "O"])]
+    assert np.linalg.norm(np.asarray(added[0].completed["N"]) - true_n) < 0.15
     assert ("PHE", 35, "N", "O6") in answer(lost + added)
+    cx = complex_from_identity(rec, lost + added, lig, chain="A")
+    types = {(int(r), str(n)): t for r, n, t in zip(cx.pocket.res_id, cx.pocket.atom_name, type_pocket(cx).types)}
+    assert types[(35, "N")] != "N3+" and types[(36, "N")] != "N3+"
     assert unseen_chain_neighbours([replace(r, ocr_votes={}) for r in lost], rec.coords, good) == []
-    assert 35 not in {r.number for r in unseen_chain_neighbours(lost, rec.coords, good - {"GLU 34", "PRO 36"})}
-    poorly_fitted = unseen_chain_neighbours(residues, rec.coords, good - {"PHE 35"})  # Phe 35 there, its fit poor
-    assert sorted((r.number, tuple(sorted(r.completed))) for r in poorly_fitted) == [(35, ("C", "CA", "O")),
-                                                                                    (35, ("CA", "N"))]
+    g34, g36 = (next(r.group for r in residues if r.number == k) for k in (34, 36))
+    assert 35 not in {r.number for r in unseen_chain_neighbours(lost, rec.coords, good - {g34, g36})}
+    poorly_fitted = unseen_chain_neighbours(residues, rec.coords, good - {phe.group})  # Phe 35 there, its fit poor
+    assert [(r.number, sorted(r.completed)) for r in poorly_fitted] == [(35, ["C", "CA", "N", "O"])]
 
 
 def test_a_phosphorus_is_kept_over_a_point_on_top_of_it(nucleotide):

@@ -191,8 +191,9 @@ def template_mappings(rg: nx.Graph, name: str, coords: np.ndarray | None = None,
         if k >= limit - 1:
             break
     if len(maps) > 1:
-        # mappings that differ only by symmetric atoms score alike; keep the first of equals (stable), a carbonyl O
-        # named O before OXT (one residue of a chain is C-terminal)
+        # mappings that differ only by symmetric atoms score alike; keep the first of equals (stable); where the bond
+        # lengths do not decide (no coordinates given, or equal scores) a lone carbonyl O is named O before OXT (one
+        # residue of a chain is C-terminal)
         maps.sort(key=lambda mp: (round(mapping_score(rg, name, mp, coords, context), 6) if coords is not None else 0.0,
                                   "OXT" in mp.values() and "O" not in mp.values()))
     return maps
@@ -658,7 +659,7 @@ def _merge_fragments(out: Mapping[int, ResidueIdentity], strong: Collection[int]
 
     def colour(r: ResidueIdentity) -> str | None:
         cs = [classes[i] for i in r.atoms if classes[i] in POCKET_CLASSES]
-        return max(set(cs), key=cs.count) if cs else None
+        return max(sorted(set(cs)), key=cs.count) if cs else None
 
     res = dict(out)
     targets = [h for h in strong if h in res]

@@ -419,7 +419,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
         rec = _one_ligand_atom_per_place(rec, views)
         if not np.any(np.asarray(rec.is_ligand, bool)):
             return _nothing_seen("pocket_ligand_interaction", "None", rec, labels)
-        residues = residues + unseen_chain_neighbours(residues, np.asarray(rec.coords, float), set(fits))
+        residues = residues + unseen_chain_neighbours(residues, np.asarray(rec.coords, float),
+                                                      well_fitted(residues, fits))
     ligand = identify_ligand(rec, labels)
     cx = complex_from_identity(rec, residues, ligand, chain=chain or "", dictionary=dictionary)
     bonds = answer_bonds(_unique_bonds(cx), residues)
@@ -808,7 +809,18 @@ def peptide_neighbours(res: ResidueIdentity, coords: np.ndarray) -> list[tuple[i
     return out
 
 
-def unseen_chain_neighbours(residues: Sequence[ResidueIdentity], coords: np.ndarray, fitted: Collection[str]
+def well_fitted(residues: Sequence[ResidueIdentity], fits: Mapping[str, Any]) -> set[int]:
+    """The groups of ``residues`` whose atoms are a good fit's (``fits``: label -> fit, as :func:`_fitted_pocket` and
+    :func:`_chain_refitted` keep them): matched by the coordinates, not the label, which can change after the fit
+    (a repaired number) or be shared (a label drawn twice names two copies, one of them fitted poorly)."""
+    def key(atoms: Mapping[str, Any]) -> tuple:
+        return tuple(sorted((n, tuple(np.round(np.asarray(x, float), 6))) for n, x in atoms.items()))
+
+    good = {key(f.coords) for f in fits.values()}
+    return {r.group for r in residues if r.completed and key(r.completed) in good}
+
+
+def unseen_chain_neighbours(residues: Sequence[ResidueIdentity], coords: np.ndarray, fitted: Collection[int]
                             ) -> list[ResidueIdentity]:
     """Backbone atoms of residues the reconstruction did not rebuild, put back from their sequence neighbours'
     fits, when the pictures name them.
@@ -816,14 +828,16 @@ def unseen_chain_neighbours(residues: Sequence[ResidueIdentity], coords: np.ndar
     A Gly (two carbons) often merges into a neighbour's group or is lost between the sticks; its label then names
     no group, or a group whose fit is poor, and its backbone N, a common H-bond donor, is missing or misplaced. A
     trans peptide puts residue n + 1's N and CA in the plane of residue n's CA, C and O. So for every residue n
-    fitted well (``fitted``: the labels of the residues whose fit is good) whose successor n + 1 has no N from a
-    good fit but whose text ``NAME n+1`` was read near some group, that residue's N and CA are added (under the
-    name of the residue numbered n + 1, else of the best-read text); likewise residue n − 1's C, O and CA from
-    residue n's N, CA and C where n − 1 has no O from a good fit, at φ = :data:`PHI_DEG` (the torsion is not
-    seen: the O is placed roughly, and residue n's N becomes the amide it is). ``residues`` keep their own
-    atoms, so a poorly fitted n ± 1 keeps them beside the added ones and both are written under its number
-    (:func:`answer_bonds`). Raster T9: 20 test items 44.82 → 46.31, 24 training items 35.42 → 37.21
-    (``eval/results/image_hbonds_residue_fit.md``)."""
+    fitted well (``fitted``: the groups, :func:`well_fitted`) whose successor n + 1 has no N from a good fit, while
+    some residue is numbered n + 1 or a text read near some group names it (``NAME n+1``), that residue's N and CA
+    are added under that name; likewise residue n − 1's C, O and CA from residue n's N, CA and C where n − 1 has no
+    O from a good fit, at φ = :data:`PHI_DEG` (the torsion is not seen: the O is placed roughly). A residue lost
+    between two fitted neighbours gets both in one residue (its CA from the successor side, which no torsion moves),
+    so that it links to both and their backbone N and O are typed as a chain's. Where residue n ± 1 is there with a
+    poor fit, it keeps its own atoms and the added ones form a second copy, written under the same number
+    (:func:`answer_bonds`) but numbered apart in the complex, where it links to no neighbour (its N is typed as an
+    N-terminal ammonium, its O as a ketone's). Raster T9: 20 test items 45.14 → 46.63, 24 training items
+    35.04 → 37.07 (``eval/results/image_hbonds_residue_fit.md``)."""
     from dataclasses import replace
 
     texts: Counter = Counter()
@@ -840,12 +854,12 @@ def unseen_chain_neighbours(residues: Sequence[ResidueIdentity], coords: np.ndar
         if r.number is not None and not r.ins_code:
             best[r.number] = r.name
             for atom in have:
-                if r.label in fitted and (atom in r.completed or atom in r.atom_names.values()):
+                if r.group in fitted and (atom in r.completed or atom in r.atom_names.values()):
                     have[atom].add(r.number)
-    group = max([r.group for r in residues], default=0) + 1
-    out = []
+    added: dict[int, dict[str, np.ndarray]] = {}  # number -> the atoms put back
+    source: dict[int, ResidueIdentity] = {}
     for r in residues:
-        if r.label not in fitted or r.number is None or r.ins_code:
+        if r.group not in fitted or r.number is None or r.ins_code:
             continue
         at = _named_coords(r, coords)
         for num, atom in ((r.number + 1, "N"), (r.number - 1, "O")):
@@ -861,10 +875,14 @@ def unseen_chain_neighbours(residues: Sequence[ResidueIdentity], coords: np.ndar
             else:
                 continue
             have[atom].add(num)
-            out.append(replace(r, group=group, atoms=(), name=best[num], number=num, atom_names={}, graph_fit=0.0,
-                               name_source="ocr", number_source="peptide", ocr_votes={},
-                               completed={n: tuple(map(float, x)) for n, x in atoms.items()}))
-            group += 1
+            source.setdefault(num, r)
+            added[num] = {**atoms, **added.get(num, {})} if atom == "O" else {**added.get(num, {}), **atoms}
+    group = max([r.group for r in residues], default=0) + 1
+    out = []
+    for k, num in enumerate(sorted(added)):
+        out.append(replace(source[num], group=group + k, atoms=(), name=best[num], number=num, atom_names={},
+                           graph_fit=0.0, name_source="ocr", number_source="peptide", ocr_votes={},
+                           completed={n: tuple(map(float, x)) for n, x in added[num].items()}))
     return out
 
 
