@@ -13,6 +13,10 @@ import yaml
 from misi_agent.errors import MisiError
 
 KNOWLEDGE_DIR = Path(__file__).resolve().parent
+# The twenty standard amino acids (IUPAC-IUBMB three-letter codes): the residues a protein pocket is made of, the
+# ones the residue templates, OpenMM's hydrogen definitions and the label reader's vocabulary all start from.
+STANDARD_RESIDUES = ("ALA", "ARG", "ASN", "ASP", "CYS", "GLN", "GLU", "GLY", "HIS", "ILE", "LEU", "LYS", "MET", "PHE",
+                     "PRO", "SER", "THR", "TRP", "TYR", "VAL")
 
 
 class KnowledgeError(MisiError):

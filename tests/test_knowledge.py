@@ -93,8 +93,13 @@ def test_every_row_has_a_source():
 
 
 def test_templates_cover_every_heavy_atom_of_the_standard_residues():
+    """Every heavy atom of the twenty amino acids (the list the label reader, identity and protonation use) has
+    a template."""
+    from misi_agent.knowledge import STANDARD_RESIDUES
+
+    assert sorted(STANDARD_RESIDUES) == STANDARD
     t = load_templates()
-    for res in STANDARD:
+    for res in STANDARD_RESIDUES:
         ccd = info.residue(res)
         heavy = {str(n) for n, e in zip(ccd.atom_name, ccd.element) if e != "H"}
         for name in heavy:

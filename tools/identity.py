@@ -47,9 +47,9 @@ import numpy as np
 from rdkit import Chem
 from scipy.optimize import linear_sum_assignment
 
+from misi_agent.knowledge import STANDARD_RESIDUES
 from misi_agent.tools.geometry import angle, dihedral, kabsch
-from misi_agent.tools.label_reading import (STANDARD_RESIDUES, ImageLabels, LabelRead, atom_name_reading,
-                                            residue_reading)
+from misi_agent.tools.label_reading import ImageLabels, LabelRead, atom_name_reading, residue_reading
 
 PEPTIDE_CN = (1.1, 1.65)  # Å: a C–N distance in this range between two residues is a peptide bond
 BOND_MAX = 1.95  # Å: heavy atoms closer than this are bonded when the reconstruction gives no bonds

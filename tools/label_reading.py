@@ -44,6 +44,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 from scipy import ndimage
 
+from misi_agent.knowledge import STANDARD_RESIDUES
 from misi_agent.tools.atom_detection import UNKNOWN, as_rgb, classify_pixels
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'"
@@ -554,8 +555,6 @@ def decode(glyphs: Sequence[Glyph], allowed: Sequence[frozenset[str] | None]) ->
     return "".join(text), lp
 
 
-STANDARD_RESIDUES = ("ALA", "ARG", "ASN", "ASP", "CYS", "GLN", "GLU", "GLY", "HIS", "ILE", "LEU", "LYS", "MET", "PHE",
-                     "PRO", "SER", "THR", "TRP", "TYR", "VAL")
 # Modified amino acids in the protein chains of the PoseBusters entries (305 read; residues, most common first):
 # MSE 21, OCS 12, MLY 9, SEP 6, KCX 6, TPO 4, CME 3, PTR 3, SNN 2, CSO 2, TYS 1, CSD 1, LLP 1, CSX 1, 4OG 1 —
 # 73 of about 10^5 residues. Only these are read as written (4OG left out: a name's glyphs are read as letters); the

@@ -46,6 +46,7 @@ import numpy as np
 import biotite.structure as struc
 
 from misi_agent.errors import MisiError
+from misi_agent.knowledge import STANDARD_RESIDUES
 from misi_agent.structure import Complex, ResidueKey, read_atoms
 
 TOOL_NAME = "protonate_pocket"
@@ -63,7 +64,7 @@ MIN_ATOM_DISTANCE = 0.9  # Å; closer atoms mean a corrupt structure or a mispla
 H_PARENT_RANGE = (0.9, 1.4)  # Å (S–H is 1.34 Å)
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 # Residues OpenMM has hydrogen definitions for (standard amino acids).
-STANDARD = frozenset("ALA ARG ASN ASP CYS GLN GLU GLY HIS ILE LEU LYS MET PHE PRO SER THR TRP TYR VAL".split())
+STANDARD = frozenset(STANDARD_RESIDUES)
 # Modified residues protonated as their parent: (parent name, {atom name: parent atom name}, {element: element}).
 ALIASES = {"MSE": ("MET", {"SE": "SD"}, {"SE": "S"})}
 
