@@ -792,21 +792,26 @@ def peptide_neighbours(res: ResidueIdentity, coords: np.ndarray) -> list[tuple[i
     gets no next residue."""
     if res.number is None:
         return []
-    inv = {n: coords[i] for i, n in res.atom_names.items()}
-    inv.update({n: np.asarray(x, float) for n, x in res.completed.items()})
+    inv = _named_coords(res, coords)
     out = []
     if all(k in inv for k in ("N", "CA", "C")):
-        N, CA, C = inv["N"], inv["CA"], inv["C"]
-        cp = _place(C, CA, N, 1.33, 121.7, PHI_DEG)
-        op = _place(CA, N, cp, 1.23, 123.0, 0.0)
-        cap = _place(CA, N, cp, 1.52, 116.2, 180.0)
-        out.append((res.number - 1, "GLY", {"CA": cap, "C": cp, "O": op}))
+        out.append((res.number - 1, "GLY", _previous_backbone(inv)))
         if "O" in inv and "OXT" not in inv:
-            O = inv["O"]
-            nn = _opposite_bisector(C, O, CA, 1.33)
-            can = _place(CA, C, nn, 1.46, 121.7, 180.0)
-            out.append((res.number + 1, "GLY", {"N": nn, "CA": can}))
+            out.append((res.number + 1, "GLY", _next_backbone(inv)))
     return out
+
+
+def _previous_backbone(at: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Residue n − 1's C, O and CA from residue n's N, CA and C (``at``): a trans peptide at φ = :data:`PHI_DEG`."""
+    cp = _place(at["C"], at["CA"], at["N"], 1.33, 121.7, PHI_DEG)
+    return {"C": cp, "O": _place(at["CA"], at["N"], cp, 1.23, 123.0, 0.0),
+            "CA": _place(at["CA"], at["N"], cp, 1.52, 116.2, 180.0)}
+
+
+def _next_backbone(at: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Residue n + 1's N and CA from residue n's CA, C and O (``at``): in their plane, by the trans peptide."""
+    nn = _opposite_bisector(at["C"], at["O"], at["CA"], 1.33)
+    return {"N": nn, "CA": _place(at["CA"], at["C"], nn, 1.46, 121.7, 180.0)}
 
 
 def well_fitted(residues: Sequence[ResidueIdentity], fits: Mapping[str, Any]) -> set[int]:
@@ -866,12 +871,9 @@ def unseen_chain_neighbours(residues: Sequence[ResidueIdentity], coords: np.ndar
             if num in have[atom] or num not in best:
                 continue
             if atom == "N" and all(k in at for k in ("CA", "C", "O")) and "OXT" not in at:
-                nn = _opposite_bisector(at["C"], at["O"], at["CA"], 1.33)
-                atoms = {"N": nn, "CA": _place(at["CA"], at["C"], nn, 1.46, 121.7, 180.0)}
+                atoms = _next_backbone(at)
             elif atom == "O" and all(k in at for k in ("N", "CA", "C")):
-                cp = _place(at["C"], at["CA"], at["N"], 1.33, 121.7, PHI_DEG)
-                atoms = {"C": cp, "O": _place(at["CA"], at["N"], cp, 1.23, 123.0, 0.0),
-                         "CA": _place(at["CA"], at["N"], cp, 1.52, 116.2, 180.0)}
+                atoms = _previous_backbone(at)
             else:
                 continue
             have[atom].add(num)
