@@ -152,6 +152,15 @@ def template_graph(name: str) -> nx.Graph | None:
 
 
 @lru_cache(maxsize=64)
+def _numbered_template(name: str) -> tuple[tuple[str, ...], nx.Graph] | None:
+    """(atom names, :func:`template_graph` with the atoms numbered in that order) for the graph matcher, which walks
+    sets of nodes: with atom names as nodes its order (which mappings come first, which 48 are kept, which of two
+    equal ones wins) would follow Python's string hashing, different in every process; integers keep it the same."""
+    tg = template_graph(name)
+    return None if tg is None else (tuple(tg.nodes), nx.convert_node_labels_to_integers(tg, ordering="default"))
+
+
+@lru_cache(maxsize=64)
 def _ideal_lengths(name: str) -> dict[frozenset, float]:
     from misi_agent.structure import ccd_template
 
@@ -176,14 +185,10 @@ def template_mappings(rg: nx.Graph, name: str, coords: np.ndarray | None = None,
     in its favour. The ranking is a guess where the graph is this ambiguous; the images decide
     between the candidates (:func:`misi_agent.tools.image_hbonds._fitted_pocket`).
     """
-    tg = template_graph(name)
-    if tg is None or rg.number_of_nodes() == 0 or rg.number_of_nodes() > tg.number_of_nodes():
+    numbered = _numbered_template(name)
+    if numbered is None or rg.number_of_nodes() == 0 or rg.number_of_nodes() > numbered[1].number_of_nodes():
         return []
-    # the matcher walks sets of nodes: with atom names as nodes its order (which mappings come first, which 48 are
-    # kept, which of two equal ones wins) would follow Python's string hashing, different in every process;
-    # integer nodes (the template's atom order) keep it the same
-    names = list(tg.nodes)
-    itg = nx.convert_node_labels_to_integers(tg, ordering="default")
+    names, itg = numbered
     gm = nx.algorithms.isomorphism.GraphMatcher(itg, rg, node_match=lambda a, b: a["element"] == b["element"])
     maps = []
     for k, m in enumerate(gm.subgraph_monomorphisms_iter()):
