@@ -135,6 +135,16 @@ class HBondCriteria:
     donors: Mapping[str, DonorGroup]
     _resolved: dict = field(default_factory=dict, repr=False, compare=False)
 
+    def with_mode(self, mode: str, distance: float, angle: float) -> HBondCriteria:
+        """These criteria with one more tolerance mode, ``distance`` Å and ``angle`` degrees added to the strict
+        values by the same rule as the table's modes (for points known less well than a deposited structure's,
+        such as a reconstruction from pictures)."""
+        from dataclasses import replace
+
+        tolerance = (_number(f"tolerance mode {mode}: distance", distance, 0, 2.0),
+                     _number(f"tolerance mode {mode}: angle", angle, 0, 90.0))
+        return replace(self, modes=MappingProxyType({**self.modes, mode: tolerance}), _resolved={})
+
     def resolved(self, mode: str = "relaxed") -> ResolvedCriteria:
         """The criteria of ``mode`` (a key of ``tolerance.modes``), tolerance applied."""
         if mode not in self.modes:

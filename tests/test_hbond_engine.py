@@ -186,6 +186,26 @@ def test_explicit_hydrogens_are_used_for_theta():
     assert nz_to_o(find_hbonds(cx, explicit_h={"pocket": {g["nz_index"]: _nz_hydrogens(g, 0.0)}}))
 
 
+def test_criteria_with_a_wider_tolerance_mode():
+    """A mode added to the criteria (for points known less well than a structure's) applies its tolerance by the
+    table's rule: Lys NZ···O at 3.7 Å fails the relaxed criteria (3.17 Å strict + 0.4) and passes with 0.8 Å (4.3 Å does not);
+    the table's modes are unchanged, and a mode neither the engine nor the given criteria know stays an error."""
+    from misi_agent.knowledge import KnowledgeError
+    from misi_agent.knowledge.hbonds import load_criteria
+
+    base = load_criteria(None)
+    wide = base.with_mode("wide", 0.8, 20.0)
+    cx, _ = complex_with(3.7, 120.0)
+    assert not nz_to_o(find_hbonds(cx)) and not nz_to_o(find_hbonds(cx, criteria=wide))
+    assert nz_to_o(find_hbonds(cx, mode="wide", criteria=wide))
+    assert not nz_to_o(find_hbonds(complex_with(4.3, 120.0)[0], mode="wide", criteria=wide))
+    assert "wide" not in base.modes and wide.modes["relaxed"] == base.modes["relaxed"]
+    with pytest.raises(HBondError, match="unknown H-bond mode"):
+        find_hbonds(cx, mode="wide")
+    with pytest.raises(KnowledgeError):
+        base.with_mode("bad", -0.1, 20.0)
+
+
 def test_bad_requests_raise_one_line_errors(tmp_path):
     cx, _ = complex_with(3.0, 120.0)
     with pytest.raises(HBondError, match="unknown H-bond mode"):

@@ -460,7 +460,7 @@ class _Engine:
 
 
 def _resolve_criteria(criteria: HBondCriteria | str | Path | None, mode: str) -> ResolvedCriteria:
-    if mode not in MODES:
+    if mode not in MODES and not (isinstance(criteria, HBondCriteria) and mode in criteria.modes):
         raise HBondError(f"unknown H-bond mode '{mode}' (expected relaxed or strict)")
     try:
         crit = criteria if isinstance(criteria, HBondCriteria) else load_criteria(criteria)
@@ -498,7 +498,8 @@ def find_hbonds(cx: Complex, mode: str = "relaxed", explicit_h: ExplicitHydrogen
                 criteria: HBondCriteria | str | Path | None = None) -> list[HBond]:
     """All H-bonds between ``cx.pocket`` and ``cx.ligand``, in both directions.
 
-    ``mode``: "relaxed" (ChimeraX default, MiSI-Bench ground truth) or "strict".
+    ``mode``: "relaxed" (ChimeraX default, MiSI-Bench ground truth) or "strict", or a mode the given
+    ``criteria`` add (:meth:`~misi_agent.knowledge.hbonds.HBondCriteria.with_mode`).
     ``explicit_h``: real hydrogens (:class:`ExplicitHydrogens`, or a mapping with
     ``pocket``/``ligand`` entries of heavy-atom index → ``(k, 3)`` coordinates).
     ``criteria``: a loaded :class:`HBondCriteria` or a path to an edited criteria YAML.
