@@ -275,7 +275,8 @@ def _unique_bonds(cx: Complex, criteria=None, mode: str = HBOND_MODE) -> list:
 
 
 def answer_or_widened(cx: Complex, residues: Sequence[ResidueIdentity],
-                      tolerances: Sequence[tuple[float, float]] = WIDER_TOLERANCES) -> tuple[list, str | None]:
+                      tolerances: Sequence[tuple[float, float]] = WIDER_TOLERANCES
+                      ) -> tuple[list, tuple[float, float] | None]:
     """T9's bonds of ``cx`` (:func:`answer_bonds`) under the benchmark's relaxed criteria, or, when those name no
     bond, under the first of ``tolerances`` (distance Å, angle degrees added to the strict criteria) that names
     one; with the tolerance used (None: the relaxed criteria).
