@@ -471,7 +471,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
                             confident=not unsure and not widened, notes=tuple(notes),
                             details={"residues": [r.to_dict() for r in by_group.values() if r.label in bonded] or [],
                                      "n_residues": len(residues), "ligand": ligand.to_dict(),
-                                     "residues_fitted": {k: round(f.cost_px, 3) for k, f in fits.items()},
+                                     "residues_fitted": {r.label: round(fits[r.group].cost_px, 3) for r in residues
+                                                         if r.group in fits},
                                      "ligand_bonds": cx.notes[0] if cx.notes else "",
                                      "tolerance": list(widened) if widened else "relaxed",
                                      "reconstruction": _summary(rec),
@@ -616,9 +617,10 @@ def _regrouped(rec, residues: Sequence[ResidueIdentity]):
 
 
 def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
-                   ) -> tuple[list[ResidueIdentity], dict[str, Any]]:
+                   ) -> tuple[list[ResidueIdentity], dict[int, Any]]:
     """Every residue with its atoms as coordinates (``completed``; no longer indices into ``rec``): the ones
-    near the ligand fitted to the views by their ideal geometry, the others as reconstructed.
+    near the ligand fitted to the views by their ideal geometry, the others as reconstructed; and the good fits
+    (group -> fit).
 
     A short or stray-holding group can be named several ways (a Lys tip N–C–C as its backbone, a Ser C–O as
     C=O or CB–OG): when the namings of its N/O atoms near the ligand differ
@@ -672,7 +674,7 @@ def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
                 fit = fit_residue(views, r.name, carbon, float(rec.distance), named=named, search=False,
                                   flips=bool(focus.intersection(members)))
         if fit is not None and fit.cost_px <= POOR_FIT_PX:
-            fits[r.label] = fit
+            fits[r.group] = fit
             named = dict(fit.coords)
         elif fit is not None:  # a poor fit: the atoms seen keep their places, the fit adds the ones not seen
             named = _poor_fit_atoms(r.name, named, {n: np.asarray(x, float) for n, x in fit.coords.items()})
@@ -692,7 +694,7 @@ def _opposite_bisector(c: np.ndarray, a: np.ndarray, b: np.ndarray, length: floa
     return c - length * u / np.linalg.norm(u)
 
 
-def _chain_refitted(views, rec, residues: Sequence[ResidueIdentity], fits: dict[str, Any]) -> list[ResidueIdentity]:
+def _chain_refitted(views, rec, residues: Sequence[ResidueIdentity], fits: dict[int, Any]) -> list[ResidueIdentity]:
     """Sequence neighbours near the ligand refitted joined where their separate fits broke the chain.
 
     Each residue is fitted alone, and a residue of few atoms seen edge-on (a Gly, the backbone of a long side chain)
@@ -744,7 +746,7 @@ def _chain_refitted(views, rec, residues: Sequence[ResidueIdentity], fits: dict[
 
     def take(k: int, fit) -> None:
         out[k] = replace(out[k], completed={n: tuple(map(float, x)) for n, x in fit.coords.items()})
-        fits[out[k].label] = fit
+        fits[out[k].group] = fit
         unpulled.pop(k, None)
 
     for number in sorted(numbered):
@@ -850,15 +852,11 @@ def _next_backbone(at: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {"N": nn, "CA": _place(at["CA"], at["C"], nn, 1.46, 121.7, 180.0)}
 
 
-def well_fitted(residues: Sequence[ResidueIdentity], fits: Mapping[str, Any]) -> set[int]:
-    """The groups of ``residues`` whose atoms are a good fit's (``fits``: label -> fit, as :func:`_fitted_pocket` and
-    :func:`_chain_refitted` keep them): matched by the coordinates, not the label, which can change after the fit
-    (a repaired number) or be shared (a label drawn twice names two copies, one of them fitted poorly)."""
-    def key(atoms: Mapping[str, Any]) -> tuple:
-        return tuple(sorted((n, tuple(np.round(np.asarray(x, float), 6))) for n, x in atoms.items()))
-
-    good = {key(f.coords) for f in fits.values()}
-    return {r.group for r in residues if r.completed and key(r.completed) in good}
+def well_fitted(residues: Sequence[ResidueIdentity], fits: Mapping[int, Any]) -> set[int]:
+    """The groups of ``residues`` whose atoms are a good fit's (``fits``: group -> fit, as :func:`_fitted_pocket` and
+    :func:`_chain_refitted` keep them; keyed by group, not by label, which can change after the fit, a repaired
+    number, or be shared, a label drawn twice naming two copies of a residue)."""
+    return {r.group for r in residues if r.group in fits and r.completed}
 
 
 def unseen_chain_neighbours(residues: Sequence[ResidueIdentity], coords: np.ndarray, fitted: Collection[int]
