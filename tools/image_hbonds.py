@@ -428,7 +428,11 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     with residue namings no longer following Python's string hashing (44.82 in one rerun before); 46.63 with the
     backbone atoms of residues the reconstruction lost put back from their neighbours' fits
     (:func:`unseen_chain_neighbours`; 24 training items 35.04 → 37.07); 49.13 (training 41.24) with an answer that
-    no bond passes the relaxed criteria taken at the first wider tolerance that names one (:func:`answer_or_widened`).
+    no bond passes the relaxed criteria taken at the first wider tolerance that names one (:func:`answer_or_widened`);
+    training 43.21 with a residue label read cut short in some views taken for the whole label
+    (:func:`~misi_agent.tools.identity.misread_label_texts`; a third set of 24 items 32.58 → 34.36); one-digit texts
+    read in fewer than three views left out (:func:`~misi_agent.tools.identity.cut_short_texts`: wrong bonds gone,
+    scores the same).
     Pass ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
