@@ -736,14 +736,7 @@ def misread_label_texts(anchors: Mapping[tuple[str, str], np.ndarray], labels_by
     only to measure): within 3.5 Å, 19 texts taken for misreads, all of them misreads; two true texts of one name,
     each read in two views, stand (PyMOL's ILE 254 and 255, 2.9 Å apart). Farther apart, PyMOL's pictures hold such
     pairs of true texts (from 3.7 Å)."""
-    seen: dict[tuple[str, str], set[str]] = {}
-    sure: Counter = Counter()  # summed per-glyph confidence of the reads
-    for view, labs in labels_by_view.items():
-        for lab in labs.of_kind("residue"):
-            rr = residue_reading(lab)
-            if rr is not None:
-                seen.setdefault(rr[:2], set()).add(view)
-                sure[rr[:2]] += math.exp(rr[2] / max(1, len(lab.glyphs)))
+    seen, sure = _text_reads(labels_by_view)
 
     def weight(t: tuple[str, str]) -> tuple:
         return len(seen.get(t, ())), round(sure[t]), len(t[1].lstrip("-"))
@@ -766,12 +759,23 @@ def cut_short_texts(labels_by_view: Mapping[str, ImageLabels], min_views: int = 
     chain and seldom line a pocket, and a true one's label is read from most sides. On the reads of 108 T9 items
     (64 + 24 raster, 20 PyMOL; true residues read only to measure), of the one-digit texts read in one or two views
     none names a residue of the pocket (0 of 874), of those read in three 3 of 14, in four or more 27 of 28."""
-    seen: dict[tuple[str, str], set[str]] = {}
-    for view, labs in labels_by_view.items():
-        for text in _residue_text_centres(labs):
-            seen.setdefault(text, set()).add(view)
+    seen, _ = _text_reads(labels_by_view)
     return {t for t, views in seen.items() if len(t[1].lstrip("-").rstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ")) == 1
             and len(views) < min_views}
+
+
+def _text_reads(labels_by_view: Mapping[str, ImageLabels]) -> tuple[dict[tuple[str, str], set[str]], Counter]:
+    """Each residue text (name, number) read in some view: the views that read it, and its reads' summed per-glyph
+    confidence."""
+    seen: dict[tuple[str, str], set[str]] = {}
+    sure: Counter = Counter()
+    for view, labs in labels_by_view.items():
+        for lab in labs.of_kind("residue"):
+            rr = residue_reading(lab)
+            if rr is not None:
+                seen.setdefault(rr[:2], set()).add(view)
+                sure[rr[:2]] += math.exp(rr[2] / max(1, len(lab.glyphs)))
+    return seen, sure
 
 
 def _residue_text_centres(labs: ImageLabels) -> dict[tuple[str, str], list[np.ndarray]]:

@@ -465,8 +465,12 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     notes = [f"{len(unsure)} bond(s) involve an atom or residue whose label was not read: found, listed in 'bonds', "
              f"left out of the answer (it cannot name them)"] if unsure else []
     if widened:
-        notes.append(f"no bond passes the relaxed criteria (0.4 A, 20 deg) on the rebuilt complex: these pass with "
-                     f"{widened[0]:g} A and {widened[1]:g} deg (a T9 answer of None is never right)")
+        from misi_agent.knowledge.hbonds import load_criteria
+
+        relaxed = load_criteria(None).modes[HBOND_MODE]
+        notes.append(f"no bond passes the {HBOND_MODE} criteria ({relaxed[0]:g} A, {relaxed[1]:g} deg) on the rebuilt "
+                     f"complex: these pass with {widened[0]:g} A and {widened[1]:g} deg (a T9 answer of None is never "
+                     f"right)")
     notes.append(f"chain not drawn in the pictures: {chain} given by the caller" if chain else
                  "chain not drawn in the pictures: left out of the answer (a bond without one stands for any chain)")
     by_group = {r.group: r for r in residues}
