@@ -32,6 +32,26 @@ def pictured():
     return key, scenes[0], images
 
 
+@pytest.fixture(scope="module")
+def wrong_start(pictured):
+    """The pictured residue's views, centre-line points (and their classes), carbon class and camera distance D as
+    reconstructed; its true atoms in the reconstruction's frame; and the same atoms turned 120° about CA–CB (its N
+    on another atom's place): a start in a wrong minimum."""
+    from scipy.spatial.transform import Rotation
+
+    key, front, images = pictured
+    rec = reconstruct(images)
+    cloud, cloud_cls, carbon = residue_cloud(rec)
+    Dt, D = float(-front.coords[:, 2].mean()), rec.distance
+    z = np.array([0.0, 0.0, 1.0])
+    true = {str(front.atom_names[i]): (front.coords[i] + z * Dt) * (D / Dt) - z * D
+            for i in range(len(front)) if not front.is_ligand[i]}
+    ca, cb = true["CA"], true["CB"]
+    turn = Rotation.from_rotvec((cb - ca) / np.linalg.norm(cb - ca) * np.radians(120.0))
+    turned = {n: turn.apply(x - ca) + ca for n, x in true.items()}
+    return key, load_views(images), cloud, cloud_cls, carbon, D, true, turned
+
+
 def test_model_torsions_turn_only_their_side():
     m = residue_model("LYS")
     assert m is not None and "OXT" not in m.atom_names
@@ -139,26 +159,14 @@ def test_batched_residuals_and_jacobian_match_their_one_call_definitions(picture
     assert np.allclose(got, [cKDTree(p).query(targets)[0] for p in pts], rtol=0, atol=1e-12)
 
 
-def test_restraint_pulls_its_atom_out_of_a_wrong_minimum(pictured):
+def test_restraint_pulls_its_atom_out_of_a_wrong_minimum(wrong_start):
     """A restraint pulls its atom to the place chemistry says, hard enough to win over the pictures' soft-L1 pull
     (its residual is stretched so that the loss costs it exactly its square): started from the residue turned 120°
     about CA–CB (its N on another atom's place), a pull on N to the entry's N brings N there, where the unpulled fit
     from the same start stays off, and the pictures' own cost of the pulled pose is the lower one."""
-    from scipy.spatial.transform import Rotation
-
     from misi_agent.tools.residue_fit import RESTRAINT_WEIGHT, Restraint, ViewCostMap, _Problem, atom_class
 
-    key, front, images = pictured
-    rec = reconstruct(images)
-    _, _, carbon = residue_cloud(rec)
-    views = load_views(images)
-    Dt, D = float(-front.coords[:, 2].mean()), rec.distance
-    z = np.array([0.0, 0.0, 1.0])
-    true = {str(front.atom_names[i]): (front.coords[i] + z * Dt) * (D / Dt) - z * D
-            for i in range(len(front)) if not front.is_ligand[i]}
-    ca, cb = true["CA"], true["CB"]
-    turn = Rotation.from_rotvec((cb - ca) / np.linalg.norm(cb - ca) * np.radians(120.0))
-    start = {n: turn.apply(x - ca) + ca for n, x in true.items()}
+    key, views, _, _, carbon, D, true, start = wrong_start
     free = fit_residue(views, key.name, carbon, D, named=start, search=False, flips=False)
     pulled = fit_residue(views, key.name, carbon, D, named=start, search=False, flips=False,
                          restraints=[Restraint("N", true["N"])])
@@ -175,3 +183,21 @@ def test_restraint_pulls_its_atom_out_of_a_wrong_minimum(pictured):
     assert len(prob.residuals(pulled.params)) == len(r) + sum(len(rows) for _, rows in prob.groups) * len(views)
     # the pull led the fit out of a wrong minimum: the pictures themselves like the pulled pose better (1.13 / 1.64 px)
     assert pulled.cost_px < free.cost_px
+
+
+def test_a_poor_fit_from_misnamed_atoms_is_searched_anew(wrong_start):
+    """A fit started from atoms named wrongly (the residue turned 120° about CA–CB, its N on another atom's place)
+    stays in a wrong minimum and fits the pictures poorly; searched from the residue's centre-line points instead
+    (:func:`~misi_agent.tools.image_hbonds.searched_if_better`), the fit puts every atom back within half an Å and
+    fits well. A fit the search does not beat by the margin is kept as it is."""
+    from misi_agent.tools.image_hbonds import POOR_FIT_PX, searched_if_better
+
+    key, views, cloud, cloud_cls, carbon, D, true, turned = wrong_start
+    poor = fit_residue(views, key.name, carbon, D, named=turned, search=False, flips=False)
+    assert poor.cost_px > POOR_FIT_PX and np.linalg.norm(poor.coords["N"] - true["N"]) > 1.0
+    found = searched_if_better(views, key.name, carbon, D, cloud, cloud_cls, poor, flips=False)
+    assert found is not poor and found.cost_px <= POOR_FIT_PX
+    assert max(np.linalg.norm(found.coords[n] - true[n]) for n in found.coords if n in true) < 0.5
+    good = fit_residue(views, key.name, carbon, D, named=true, search=False, flips=False)
+    assert searched_if_better(views, key.name, carbon, D, cloud, cloud_cls, good, flips=False) is good
+
