@@ -662,12 +662,8 @@ def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
         near = tree is not None and len(members) and float(tree.query(coords[members])[0].min()) < NEAR_LIGAND_A
         fit = None
         carbon = (residue_carbon_class(grouped, r.group) or DEFAULT_CARBON) if near else DEFAULT_CARBON
-        if near and len(named) < MIN_NAMED:  # too few named atoms to start from: search from the residue's points
-            cloud, cloud_cls, _ = residue_cloud(grouped, r.group)
-            if len(cloud) >= MIN_CLOUD:
-                fit = fit_residue(views, r.name, carbon, float(rec.distance), named=named or None, cloud=cloud,
-                                  cloud_classes=cloud_cls, flips=False)
-        elif near:  # from the named atoms (no search: too slow for every residue)
+        few = len(named) < MIN_NAMED  # too few named atoms to start from: only the search from the residue's points
+        if near and not few:  # from the named atoms (no search: too slow for every residue)
             starts = [named if alt == dict(r.atom_names) else  # another naming, completed as identity would
                       _named_coords(replace(r, atom_names=alt, completed=complete_residue(r.name, alt, coords)), coords)
                       for alt in polar_alternatives(rec, r, MAX_NAMINGS, focus)]
@@ -682,10 +678,10 @@ def _fitted_pocket(views, rec, residues: Sequence[ResidueIdentity]
                 # torsion flips (most of a fit's time) only for a residue with an N/O in H-bond reach of the ligand
                 fit = fit_residue(views, r.name, carbon, float(rec.distance), named=named, search=False,
                                   flips=bool(focus.intersection(members)))
-            if fit is None or fit.cost_px > POOR_FIT_PX:  # a poor fit from the named atoms: search the views
-                cloud, cloud_cls, _ = residue_cloud(grouped, r.group)
-                fit = searched_if_better(views, r.name, carbon, float(rec.distance), cloud, cloud_cls, fit,
-                                         flips=bool(focus.intersection(members)))
+        if near and (fit is None or fit.cost_px > POOR_FIT_PX):  # no fit or a poor one: search the views
+            cloud, cloud_cls, _ = residue_cloud(grouped, r.group)
+            fit = searched_if_better(views, r.name, carbon, float(rec.distance), cloud, cloud_cls, fit,
+                                     flips=not few and bool(focus.intersection(members)))
         if fit is not None and fit.cost_px <= POOR_FIT_PX:
             fits[r.group] = fit
             named = dict(fit.coords)
@@ -703,9 +699,10 @@ def searched_if_better(views, name: str, carbon: str, distance: float, cloud: np
 
     Why: a poor fit from the named atoms mostly sits in a wrong minimum, started from atoms the stick graph named
     wrongly or from pseudo-atoms a neighbour's sticks pulled aside; its N/O lie a median 2–3 Å from their true
-    places. Searched anew, 67 of the 121 poor fits of correctly labelled residues on the 20 raster T9 test items
-    fit well (≤ :data:`POOR_FIT_PX`), and the share whose N/O lie within 1 Å of the truth goes from 16 % to 54 %
-    (true structures used only to measure; ``eval/results/image_hbonds_residue_fit.md``)."""
+    places. Searched anew (torsion flips for all, in that measurement), 67 of the 121 poor fits of correctly labelled
+    residues on the 20 raster T9 test items fit well (≤ :data:`POOR_FIT_PX`), and the share whose N/O lie within
+    1 Å of the truth goes from 16 % to 54 % (true structures used only to measure;
+    ``eval/results/image_hbonds_residue_fit.md``)."""
     from misi_agent.tools.residue_fit import SEARCH_MARGIN_PX, fit_residue
 
     if len(cloud) < MIN_CLOUD:
