@@ -17,8 +17,8 @@ from misi_agent.camera import Camera
 from misi_agent.render.raster import RasterRenderer
 from misi_agent.scene import scene_from_complex
 from misi_agent.structure import load_complex
-from misi_agent.tools.label_reading import (ALPHABET, DIGITS, LETTERS, Glyph, LabelRead, atom_name_reading, decode,
-                                            STANDARD_RESIDUES, read_labels, residue_reading)
+from misi_agent.tools.label_reading import (ALPHABET, DIGITS, LETTERS, Glyph, LabelRead, STANDARD_RESIDUES,
+                                            _is_fragment, atom_name_reading, decode, read_labels, residue_reading)
 
 DATA = Path(__file__).resolve().parent.parent / "misi_agent" / "data" / "structures"
 
@@ -146,3 +146,24 @@ def test_a_modified_amino_acid_is_kept_only_when_the_glyphs_insist():
     # 10 000 : 1 over PRO, past the odds that keep MSE), it is still PRO
     prq = LabelRead(((_glyph({"P": 1}), _glyph({"R": 1}), _glyph({"Q": 1})), number), (0, 0, 1, 1), 0)
     assert residue_reading(prq)[0] == "PRO"
+
+
+@pytest.mark.skipif(not (SHARED / "posebusters" / "7lou.cif.gz").is_file(), reason="../shared not present")
+def test_glyph_fragments_are_not_read_into_residue_labels():
+    """PyMOL draws 7lou's ``ASP 270`` with a stick across its P: the P's bowl, a component too small for a glyph,
+    was attached as a prime and read as a 9, and the label came out ``ASP 9270`` (the name repaired from ``ASH``).
+    Residue labels hold no primes, so such fragments after a label's first glyph are left out of its reading."""
+    from misi_agent.render.pymol_backend import PyMOLRenderer
+
+    cx = load_complex(SHARED / "posebusters" / "7lou.cif.gz", ligand="IFM")
+    sc = scene_from_complex(cx, "front")
+    with PyMOLRenderer() as ren:
+        image = ren.render(sc).image
+    drawn = {text for text, _ in sc.labels()}
+    reads = read_labels(image).of_kind("residue")
+    texts = [lab.text for lab in reads]
+    assert "ASP 270" in texts and "ASP 9270" not in texts
+    assert sum(t in drawn for t in texts) >= 0.65 * len(texts), texts
+    for lab in reads:  # a fragment stays only in a run read whole: one with a fragment in its name, or nothing else
+        frags = sum(map(_is_fragment, lab.words[1]))  # in its number
+        assert not frags or frags == len(lab.words[1]) or any(map(_is_fragment, lab.words[0][1:])), lab.text

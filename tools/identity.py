@@ -739,7 +739,7 @@ def misread_label_texts(anchors: Mapping[tuple[str, str], np.ndarray], labels_by
     seen, sure = _text_reads(labels_by_view)
 
     def weight(t: tuple[str, str]) -> tuple:
-        return len(seen.get(t, ())), round(sure[t]), len(t[1].lstrip("-"))
+        return len(seen.get(t, ())), round(sure[t]), sum(ch.isdigit() for ch in t[1])  # digits: an insertion code is none
 
     out: set[tuple[str, str]] = set()
     for a, b in combinations(sorted(anchors), 2):

@@ -488,7 +488,7 @@ def _residue_runs(label: LabelRead) -> list[LabelRead]:
     cls = _class_string(gs)
     out = []
     for m in _RUN_RE.finditer(cls):
-        name, number = tuple(gs[m.start():m.start() + 3]), tuple(gs[m.start() + 3:m.end()])
+        name, number = _without_fragments(tuple(gs[m.start():m.start() + 3]), tuple(gs[m.start() + 3:m.end()]))
         allg = name + number
         box = (min(g.box[0] for g in allg), min(g.box[1] for g in allg), max(g.box[2] for g in allg),
                max(g.box[3] for g in allg))
@@ -498,11 +498,36 @@ def _residue_runs(label: LabelRead) -> list[LabelRead]:
     return out
 
 
+def _is_fragment(g: Glyph) -> bool:
+    """A glyph read from a component under :data:`MIN_GLYPH_H` that is not a minus sign: what
+    :func:`_group_words` attaches as a prime."""
+    return not g.fixed and g.box[3] - g.box[1] < MIN_GLYPH_H
+
+
+def _without_fragments(name: tuple[Glyph, ...], number: tuple[Glyph, ...]
+                       ) -> tuple[tuple[Glyph, ...], tuple[Glyph, ...]]:
+    """A residue label's name and number glyphs without the fragments after its first glyph.
+
+    Residue labels hold no primes, so a small component attached after a glyph is a piece of a glyph that a stick or
+    another label cut in two (PyMOL's ``ASP 270`` read ``ASH 9270``, the bowl of its P read as a 9) or the stub of a
+    hidden one. The first glyph stays (a name's first letter mostly hidden is still read into a standard name), and
+    so does the whole run when a fragment stands inside the name or makes up the whole number. Measured on the six
+    views of 88 T9 items (true residues read only to measure), the residue reads that name a residue of the item:
+    7360 → 7527 of 8289 raster (20 items of the test split), 9126 → 9352 of 10131 and 8494 → 8703 of 9472 raster (two
+    sets of 24 of the training split), 1746 → 1821 of 2885 PyMOL (20 of the test split)."""
+    kept_name = name[:1] + tuple(g for g in name[1:] if not _is_fragment(g))
+    kept_number = tuple(g for g in number if not _is_fragment(g))
+    if len(kept_name) != 3 or not kept_number:
+        return name, number
+    return kept_name, kept_number
+
+
 def _ligand_words(label: LabelRead) -> list[LabelRead]:
     """Each word of a ligand-coloured label is one atom name; unsure blobs (ball highlights) are dropped."""
     out = []
     for w in label.words:
-        w = tuple(g for g in w if not g.fixed)  # atom names hold no minus sign
+        w = tuple(g for k, g in enumerate(w) if not g.fixed  # atom names hold no minus sign
+                  and (k == 0 or g.char == "'" or not _is_fragment(g)))  # a small piece read as no prime: a fragment
         if not w or len(w) > MAX_ATOM_NAME or min(g.confidence for g in w) < MIN_GLYPH_CONFIDENCE:
             continue
         box = (min(g.box[0] for g in w), min(g.box[1] for g in w), max(g.box[2] for g in w), max(g.box[3] for g in w))
