@@ -231,6 +231,25 @@ def test_a_label_cut_short_in_some_views_is_read_as_the_whole_label(cx, raster_i
     assert short in cut_short_texts(two)
 
 
+def test_a_longer_number_cut_short_is_taken_for_the_whole_label(cx, raster_images):
+    """Numbers of two or more digits are cut short too: in 6yqw's raster views one view reads ``THR 10``, a THR
+    label whose last digit atoms in front hide, where other views read the whole number. A text whose number
+    begins a longer one of the same name, never read in a view with it and read in fewer views, is a cut label;
+    no text of the pocket's residues is taken for one."""
+    from misi_agent.tools.identity import _text_reads, cut_short_texts
+    from misi_agent.tools.image_hbonds import read_all_labels
+
+    labels = read_all_labels(raster_images)
+    seen, _ = _text_reads(labels)
+    pocket = {(k.name, str(k.number)) for k in cx.residues()}
+    assert ("THR", "10") in seen and ("THR", "10") not in pocket
+    whole = [t for t in seen if t[0] == "THR" and t[1].startswith("10") and len(t[1]) == 3]
+    assert whole and set(whole) <= pocket and all(len(seen[t]) > len(seen[("THR", "10")]) for t in whole)
+    short = cut_short_texts(labels)
+    assert ("THR", "10") in short
+    assert not short & pocket
+
+
 def test_labels_drawn_twice_name_both_copies_of_a_dimer_pocket(raster_images):
     """1hpx: the HIV protease dimer around its inhibitor, so most pocket residues are there twice (chains A and B)
     and, chains not being drawn, so is their label. The texts read at two places are found, only among those the
