@@ -526,8 +526,8 @@ def _ligand_words(label: LabelRead) -> list[LabelRead]:
     """Each word of a ligand-coloured label is one atom name; unsure blobs (ball highlights) are dropped."""
     out = []
     for w in label.words:
-        w = tuple(g for k, g in enumerate(w) if not g.fixed  # atom names hold no minus sign
-                  and (k == 0 or g.char == "'" or not _is_fragment(g)))  # a small piece read as no prime: a fragment
+        w = tuple(g for g in w if not g.fixed)  # atom names hold no minus sign
+        w = w[:1] + tuple(g for g in w[1:] if g.char == "'" or not _is_fragment(g))  # a small piece read as no prime
         if not w or len(w) > MAX_ATOM_NAME or min(g.confidence for g in w) < MIN_GLYPH_CONFIDENCE:
             continue
         box = (min(g.box[0] for g in w), min(g.box[1] for g in w), max(g.box[2] for g in w), max(g.box[3] for g in w))
