@@ -233,6 +233,23 @@ def text_mask(pix: np.ndarray, colour: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return alpha, (alpha >= ALPHA_MIN) & (res <= RESIDUAL_MAX)
 
 
+def colour_alpha(pix: np.ndarray, chroma: np.ndarray, v: np.ndarray, colour: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(α, mask) of the text of one chroma point (:func:`text_colours`): its RGB is the median of the bright
+    pixels of that chroma, and :func:`text_mask` finds it scaled toward black. None when no pixel is that bright."""
+    sel = (np.linalg.norm(chroma - np.asarray(colour, np.float32), axis=-1) <= 0.08) & (v >= 0.85)
+    if not sel.any():
+        return None
+    return text_mask(pix, np.median(pix[sel], axis=0))
+
+
+def text_alpha(image: Any, colour: Sequence[float]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(α, mask) of the text drawn in ``colour`` (a chroma point of :attr:`ImageLabels.colours`) in ``image``."""
+    rgb = as_rgb(image)
+    hsv = _hsv(rgb)
+    return colour_alpha(rgb.astype(np.float32), _chroma_of(hsv), hsv[..., 2], np.asarray(colour, np.float32))
+
+
 def _dark_ring_share(v: np.ndarray, comp: np.ndarray, box: tuple[slice, slice], v_dark: float) -> float:
     sy, sx = box
     y0, y1 = max(0, sy.start - 1), min(v.shape[0], sy.stop + 1)
@@ -450,11 +467,10 @@ def read_labels(image: Any, model: dict[str, np.ndarray] | None = None) -> Image
                if np.linalg.norm(pc.model.chroma - c, axis=1).min() > 0.12]  # not an atom colour
     pix = rgb.astype(np.float32)
     for ci, col in enumerate(colours):
-        sel = (np.linalg.norm(chroma - col, axis=-1) <= 0.08) & (v >= 0.85)
-        if not sel.any():
+        found = colour_alpha(pix, chroma, v, col)
+        if found is None:
             continue
-        T = np.median(pix[sel], axis=0)
-        alpha, mask = text_mask(pix, T)
+        alpha, mask = found
         comps = _consistent_heights(_components(mask, np.where(mask, np.clip(alpha, 0, 1), 0.0), v, v_dark))
         for words in _group_words(comps):
             glyph_words = tuple(tuple(_read_word(w, model)) for w in words)
