@@ -137,7 +137,8 @@ def learn_templates(pages: Sequence[tuple[ImageLabels, Mapping[int, np.ndarray]]
     return GlyphTemplates(glyphs, top, lead, trail, space)
 
 
-def _fit_steps(pairs: Sequence[tuple[str, str, bool, float]]) -> tuple[dict[str, float], dict[str, float], float | None]:
+def _fit_steps(pairs: Sequence[tuple[str, str, bool, float]]
+               ) -> tuple[dict[str, float], dict[str, float], float | None]:
     """Least squares step = lead[a] + trail[b] (+ space across a word break), lightly pulled to the mean step."""
     chars = sorted({p[0] for p in pairs} | {p[1] for p in pairs})
     ix = {c: k for k, c in enumerate(chars)}
@@ -235,10 +236,25 @@ class Spotter:
             if s < MIN_SCORE or len(out) >= max_spots:
                 break
             work[max(0, i - hh):i + hh, max(0, j - ww):j + ww] = -1.0
-            own, digits_own = self._own_share(lay, int(i), int(j))
-            if own >= MIN_OWN_SHARE and digits_own and not (check_end and self._continues(lay, int(i), int(j))):
-                out.append(Spot((int(j), int(i), int(j + ww), int(i + hh)), s, own))
+            i, j = int(i), int(j)
+            if self.passes(lay, i, j, check_end):
+                out.append(Spot((j, i, j + ww, i + hh), s, self._own_share(lay, i, j)[0]))
         return out
+
+    def score_at(self, lay: list[tuple[str, int, int]], i: int, j: int) -> float:
+        """Mean glyph correlation of the text laid out as ``lay`` (:meth:`layout`) with its top-left at (i, j)."""
+        return float(np.mean([self._value(ch, i + y, j + x) for ch, x, y in lay]))
+
+    def passes(self, lay: list[tuple[str, int, int]], i: int, j: int, check_end: bool = True) -> bool:
+        """Whether the text at (i, j) is its own and not another's: at least :data:`MIN_OWN_SHARE` of its glyphs and
+        every digit fit their own template best, and (with ``check_end``) no glyph follows it (:meth:`_continues`)."""
+        own, digits_own = self._own_share(lay, i, j)
+        return own >= MIN_OWN_SHARE and digits_own and not (check_end and self._continues(lay, i, j))
+
+    def prepare(self) -> None:
+        """Make every glyph's map now (worth it when many texts are tried: each glyph is a rival somewhere)."""
+        for ch in self.t.glyphs:
+            self._map(ch)
 
     def _own_share(self, lay: list[tuple[str, int, int]], i: int, j: int) -> tuple[float, bool]:
         """Share of the glyphs at (i, j) whose own template fits at least as well as any other of their sort, and
@@ -320,8 +336,8 @@ def hidden_residue_labels(spotter: Spotter, read: Sequence[LabelRead], colour: i
     """Residue labels the reader missed: every residue name spotted where no read label lies, completed with the
     number among ``numbers`` that fits best behind it (every digit its place's best template, nothing after it, the
     text's mean correlation at least :data:`MIN_SCORE`). A number that begins another one worth trying is left
-    out: the rest of it may lie under another label (PyMOL's ``ASP 40`` spotted as ``ASP 4``). Each is a :class:`LabelRead` of kind ``residue`` whose
-    glyphs carry :data:`SPOTTED_PROB` on the character found.
+    out: the rest of it may lie under another label (PyMOL's ``ASP 40`` spotted as ``ASP 4``). Each is a
+    :class:`LabelRead` of kind ``residue`` whose glyphs carry :data:`SPOTTED_PROB` on the character found.
 
     ``numbers`` are the residue numbers worth trying: pocket residues come in runs along the chain, so the numbers
     read in the item's views and their near neighbours (:func:`nearby_numbers`) hold nearly every hidden one."""
@@ -329,8 +345,7 @@ def hidden_residue_labels(spotter: Spotter, read: Sequence[LabelRead], colour: i
     if t.space is None:
         return []
     texts = [str(n) for n in sorted(set(numbers)) if n >= 0 and all(d in t.glyphs for d in str(n))]
-    for ch in t.glyphs:  # every glyph is a rival somewhere: one map each beats correlating place by place
-        spotter._map(ch)
+    spotter.prepare()
     taken = [lab.box for lab in read]
     out: list[LabelRead] = []
     for name in STANDARD_RESIDUES:
@@ -344,11 +359,10 @@ def hidden_residue_labels(spotter: Spotter, read: Sequence[LabelRead], colour: i
             for num in texts:
                 text = f"{name} {num}"
                 lay = spotter.layout(text)
-                score = float(np.mean([spotter._value(ch, i + y, j + x) for ch, x, y in lay]))
+                score = spotter.score_at(lay, i, j)
                 if score < MIN_SCORE or (best is not None and score <= best[0]):
                     continue
-                own, digits_own = spotter._own_share(lay, i, j)
-                if own >= MIN_OWN_SHARE and digits_own and not spotter._continues(lay, i, j):
+                if spotter.passes(lay, i, j):
                     best = (score, text, lay)
             if best is None:
                 continue
