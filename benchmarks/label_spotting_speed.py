@@ -5,7 +5,8 @@ reference: every image-only H-bond or interaction-location answer reads them), t
 learning the templates and building the spotters, spotting the two texts a T8 question names in every view, and
 reading the hidden residue labels of a T9 answer, and placing a ligand atom where its name labels meet
 (tools/label_triangulation.py: the label offset learnt, the name's places read or spotted, triangulated; needs the
-reconstruction, made once and not timed). Prints seconds and the ratio of each to the reading.
+reconstruction, made once and not timed), and placing every read ligand name so for a T9 answer
+(image_hbonds.with_labelled_ligand_atoms). Prints seconds and the ratio of each to the reading.
 
     python benchmarks/label_spotting_speed.py [--entry 6yqw] [--ligand 82I] [--renderer pymol|raster] [--repeat 3]
 """
@@ -20,6 +21,7 @@ from misi_agent.scene import scene_from_complex
 from misi_agent.structure import load_complex
 from misi_agent.tools.label_reading import read_labels
 from misi_agent.tools.label_spotting import spotters, with_hidden_residue_labels
+from misi_agent.tools.image_hbonds import with_labelled_ligand_atoms
 from misi_agent.tools.label_triangulation import label_offset, text_places, text_point
 from misi_agent.tools.reconstruction import reconstruct
 
@@ -79,6 +81,7 @@ def main() -> None:
         return text_point(rec, text_places(labels, sp, "ligand", name), off, name)
 
     t_tri, point = best_of(a.repeat, placed)
+    t_lig, (_, named) = best_of(a.repeat, lambda: with_labelled_ligand_atoms(rec, labels, sp))
     print(f"{a.entry} ({a.renderer}, six views {images['front'].size[0]} px)")
     print(f"  read the labels (reference)        {t_read:6.2f} s")
     print(f"  templates + spotters               {t_build:6.2f} s  ({t_build / t_read:.2f}x reading)")
@@ -86,6 +89,7 @@ def main() -> None:
     print(f"  T9: hidden residue labels          {t_t9:6.2f} s  ({t_t9 / t_read:.2f}x reading; {added} labels added)")
     where = f"placed from {len(point.views)} views" if point else "not placed"
     print(f"  T8: a ligand atom from its labels  {t_tri:6.2f} s  ({t_tri / t_read:.3f}x reading; {name} {where})")
+    print(f"  T9: ligand atoms from their labels {t_lig:6.2f} s  ({t_lig / t_read:.2f}x reading; {len(named)} named)")
 
 
 if __name__ == "__main__":

@@ -13,27 +13,17 @@ import numpy as np
 import pytest
 
 from misi_agent.camera import Camera
-from misi_agent.render.raster import RasterRenderer
-from misi_agent.scene import scene_from_complex
 from misi_agent.structure import load_complex
 from misi_agent.tools.label_reading import read_labels
 from misi_agent.tools.label_spotting import (learn_templates, label_alphas, nearby_numbers, spotters,
                                              with_hidden_residue_labels)
+from render_support import VIEWS, six_views
 
 DATA = Path(__file__).resolve().parent.parent / "misi_agent" / "data" / "structures"
-VIEWS = ("front", "left", "top", "back", "right", "bottom")
 
 
 def _render(renderer: str):
-    cx = load_complex(DATA / "6yqw.cif.gz", ligand="82I")
-    scenes = {v: scene_from_complex(cx, v) for v in VIEWS}
-    if renderer == "pymol":
-        from misi_agent.render.pymol_backend import PyMOLRenderer
-
-        with PyMOLRenderer() as ren:
-            images = {v: ren.render(sc).image for v, sc in scenes.items()}
-    else:
-        images = {v: RasterRenderer().render(sc).image for v, sc in scenes.items()}
+    scenes, images = six_views(load_complex(DATA / "6yqw.cif.gz", ligand="82I"), renderer)
     return scenes, images, {v: read_labels(im) for v, im in images.items()}
 
 

@@ -162,3 +162,54 @@ def text_point(rec, places: Mapping[str, list[np.ndarray]], offset: np.ndarray, 
     p = triangulate([(cams[v], u) for v, u, _ in best])
     res = max(float(np.hypot(*(cams[v].project(p[None])[0][0] - u))) for v, u, _ in best)
     return LabelPoint(text, _angstrom(rec, p), tuple(v for v, _, _ in best), res)
+
+
+CONFIRM_A = 1.0  # Å: a placed name this close to a rebuilt ligand atom of its element is confirmed by it
+NEAR_A = 2.5  # Å: a placed name this close to a rebuilt ligand atom, none of its element within CONFIRM_A, contradicts
+
+
+def element_of_name(name: str) -> str:
+    """The element an atom name begins with (``CL12`` → ``CL``, ``C12`` → ``C``, ``O1B`` → ``O``)."""
+    t = str(name).strip().upper()
+    if t[:2] in ("CL", "BR") and not t[2:3].isalpha():
+        return t[:2]
+    return t[:1]
+
+
+def ligand_label_points(rec, labels: Mapping[str, Any], spotters: Mapping[str, Mapping[str, Any]] | None,
+                        min_chars: int = 2, min_share: float = 0.5) -> list[LabelPoint]:
+    """Every ligand name read in some view placed where its labels meet (:func:`text_point`, the offset from
+    :func:`label_offset`): names of ``min_chars`` or more characters (a lone ``N`` is also read from fragments of
+    longer labels), where at least ``min_share`` of the views that found the name agree on its place."""
+    offset, _ = label_offset(rec, labels)
+    texts = sorted({str(lab.text).strip().upper() for labs in labels.values() for lab in labs.of_kind("ligand")
+                    if len(str(lab.text).strip()) >= min_chars})
+    out = []
+    for text in texts:
+        places = text_places(labels, spotters, "ligand", text)
+        point = text_point(rec, places, offset, text)
+        if point is not None and len(point.views) >= min_share * len(places):
+            out.append(point)
+    return out
+
+
+def rebuilt_agreement(rec, points: list[LabelPoint]) -> tuple[int, int]:
+    """How the reconstruction's own ligand atoms judge the placed names: (confirmed, contradicted) — points with a
+    rebuilt ligand atom of their element within :data:`CONFIRM_A`, and points with none there but some rebuilt
+    ligand atom within :data:`NEAR_A`. Labels drawn at one offset from their atoms (PyMOL) are mostly confirmed where
+    the atoms were rebuilt; labels moved out of each other's way (the raster renderer) land beside them."""
+    from misi_agent.tools.identity import element_of_class
+
+    lig = np.flatnonzero(np.asarray(rec.is_ligand, bool))
+    if not len(lig) or not points:
+        return 0, 0
+    xyz = np.asarray(rec.coords, float)[lig]
+    els = np.array([str(element_of_class(c)).upper() for c in np.asarray(rec.classes)[lig]])
+    confirmed = contradicted = 0
+    for p in points:
+        d = np.linalg.norm(xyz - p.coords, axis=1)
+        if np.any((els == element_of_name(p.text)) & (d < CONFIRM_A)):
+            confirmed += 1
+        elif np.any(d < NEAR_A):
+            contradicted += 1
+    return confirmed, contradicted
