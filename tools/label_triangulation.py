@@ -52,7 +52,7 @@ class LabelPoint:
 
 def cameras(rec, views: Any) -> dict[str, NormView]:
     """The benchmark camera of each named view, in the reconstruction's normalised frame."""
-    w, h = (int(x) for x in rec.image_size)
+    w, h = (int(x) for x in getattr(rec, "image_size", (512, 512)))
     focal = (w / 2.0) / math.tan(math.radians(FOV_DEG) / 2.0)
     out = {}
     for v in views:
