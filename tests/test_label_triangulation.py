@@ -148,8 +148,8 @@ needs_shared = pytest.mark.skipif(not (SHARED / "posebusters" / "7lou.cif.gz").i
 def test_pocket_ligand_gets_the_ligand_atoms_pymol_hides_and_not_raster_guesses():
     """T9's ligand from its labels (image_hbonds.with_labelled_ligand_atoms), 7lou (IFM): on PyMOL's pictures the
     rebuilt atoms confirm the labels' offset, rebuilt atoms get their names and missed ones are added, every one at
-    its true atom (measured: the 7 of 8 names read right within 1 Å, 2 added); on the raster renderer's, whose labels are moved beside
-    their atoms, too few points fall on rebuilt atoms and nothing is added or named."""
+    its true atom (measured: the 7 of 8 names read right within 1 Å, 2 added); on the raster renderer's, whose labels
+    are moved beside their atoms, too few points fall on rebuilt atoms and nothing is added or named."""
     from misi_agent.tools.image_hbonds import named_as_placed, with_labelled_ligand_atoms
     from misi_agent.tools.identity import identify_ligand
     from misi_agent.tools.label_triangulation import ligand_label_points, rebuilt_agreement

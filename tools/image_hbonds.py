@@ -497,11 +497,10 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
 CLASH_A = 0.8  # a 'ligand' atom this close to a fitted residue atom is that residue atom, taken for the ligand
 LABELLED_MIN_CONFIRMED = 5  # ligand names placed from their labels are used when this many fall on rebuilt atoms
 # (set on the T9 sets of eval/results/label_spotting.md: the PyMOL items that gain have 5–8, a raster item that lost 3)
-LABELLED_MIN_AGREEMENT = 0.4  # ... and this share of those the rebuilt atoms judge (confirmed / (confirmed + contradicted))
+LABELLED_MIN_AGREEMENT = 0.4  # ... and this share of the points the rebuilt atoms judge (confirmed or contradicted)
 LABELLED_BOND_A = 1.8  # Å: a ligand atom placed from its label is bonded to the ligand atoms this close
 LABELLED_CLEAR_A = 1.25  # Å: a point is added as an atom only this far from every other atom (a misread name, C43
 # for C3, lands 1.15 Å from the atom its true name placed; heavy-atom bonds to C, N, O are 1.2 Å and longer)
-LABELLED_SIGMA_A = 0.3  # Å: uncertainty given to a ligand atom placed from its labels (0.1–0.5 Å measured on PyMOL)
 _ELEMENT_CLASS = {"C": "LIGAND_C", "N": "N", "O": "O", "S": "S", "P": "P", "F": "F", "CL": "CL"}
 
 
@@ -522,7 +521,8 @@ def with_labelled_ligand_atoms(rec, labels: Mapping[str, ImageLabels], spotters:
     ligand now found in the Chemical Component Dictionary), raster unchanged on 20 + 24 + 24 items (the gate holds)."""
     from dataclasses import replace
 
-    from misi_agent.tools.label_triangulation import element_of_name, ligand_label_points, rebuilt_agreement
+    from misi_agent.tools.label_triangulation import (POINT_SIGMA_A, element_of_name, ligand_label_points,
+                                                      rebuilt_agreement)
 
     points = [p for p in ligand_label_points(rec, labels, spotters) if element_of_name(p.text) in _ELEMENT_CLASS]
     confirmed, contradicted = rebuilt_agreement(rec, points)
@@ -557,7 +557,7 @@ def with_labelled_ligand_atoms(rec, labels: Mapping[str, ImageLabels], spotters:
               "image_xy": {v: np.vstack([np.asarray(xy, float), np.full((len(added), 2), np.nan)])
                            for v, xy in rec.image_xy.items()}}
     if getattr(rec, "sigma", None) is not None:
-        fields["sigma"] = np.append(np.asarray(rec.sigma, float), np.full(len(added), LABELLED_SIGMA_A))
+        fields["sigma"] = np.append(np.asarray(rec.sigma, float), np.full(len(added), POINT_SIGMA_A))
     return replace(rec, **fields), named
 
 

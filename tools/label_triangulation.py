@@ -37,6 +37,7 @@ AGREE_PX = 4.0  # a view agrees with a triangulated point when one of the text's
 OFFSET_REACH_PX = 25.0  # label-to-atom offsets beyond this are not the label's own atom
 OFFSET_BIN_PX = 3.0  # offsets this close to each other count as one offset
 SAME_AXIS_COS = 0.9  # two views looking along nearly the same line (front and back) cannot triangulate
+POINT_SIGMA_A = 0.3  # Å: the uncertainty of a placed atom (0.1–0.5 Å from the true one where views agree, PyMOL)
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def text_places(labels: Mapping[str, Any], spotters: Mapping[str, Mapping[str, A
 
 def text_point(rec, places: Mapping[str, list[np.ndarray]], offset: np.ndarray, text: str = "",
                min_views: int = 2) -> LabelPoint | None:
-    """The atom under a text placed at ``places`` (see :func:`text_places`), labels drawn ``offset`` px from their atoms.
+    """The atom under a text placed at ``places`` (:func:`text_places`), labels drawn ``offset`` px from their atoms.
 
     Every pair of places in two views on different axes is intersected; the intersection most views agree with
     (one of their places within :data:`AGREE_PX`; ties: the smaller summed distance) is refined over those views.
