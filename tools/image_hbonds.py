@@ -432,7 +432,7 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     training 43.21 with a residue label read cut short in some views taken for the whole label
     (:func:`~misi_agent.tools.identity.misread_label_texts`; a third set of 24 items 32.58 → 34.36); one-digit texts
     read in fewer than three views left out (:func:`~misi_agent.tools.identity.cut_short_texts`: wrong bonds gone,
-    scores the same); 2026-12-03: PyMOL 7.27 → 9.98 with the ligand atoms the reconstruction missed placed where their
+    scores the same); 2026-12-03: PyMOL 7.27 → 9.15 (a fresh full run) with the ligand atoms the reconstruction missed placed where their
     name labels meet (:func:`with_labelled_ligand_atoms`, only with ``fit_residues``).
     Pass ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
@@ -517,7 +517,7 @@ def with_labelled_ligand_atoms(rec, labels: Mapping[str, ImageLabels], spotters:
     :data:`LABELLED_MIN_AGREEMENT` of the judged ones): raster labels are moved out of each other's way and land beside
     their atoms. A point within :data:`MERGE_A` of a rebuilt ligand atom of its element names that atom; one within
     :data:`LABELLED_CLEAR_A` of any other atom is left out; the rest are added (most views first, one per place),
-    bonded to the ligand atoms within :data:`LABELLED_BOND_A`. T9 from the images, 20 items: PyMOL 7.27 → 9.98 (7lou's
+    bonded to the ligand atoms within :data:`LABELLED_BOND_A`. T9 from the images, 20 items: PyMOL 7.27 → 9.15 (7lou's
     ligand now found in the Chemical Component Dictionary), raster unchanged on 20 + 24 + 24 items (the gate holds)."""
     from dataclasses import replace
 
