@@ -807,18 +807,11 @@ def label_anchors_3d(rec, labels_by_view: Mapping[str, ImageLabels], fov_deg: fl
     pictures, where labels are pushed out of crowded spots)."""
     from scipy.optimize import least_squares
 
-    from misi_agent.camera import FOV_DEG, view_rotation
-    from misi_agent.tools.reconstruction import NormView
+    from misi_agent.tools.label_triangulation import cameras
 
-    w, h = (int(x) for x in getattr(rec, "image_size", (512, 512)))
-    focal = (w / 2.0) / math.tan(math.radians((fov_deg or FOV_DEG) / 2.0))
-    reads: dict[tuple[str, str], list[tuple[NormView, np.ndarray]]] = {}
-    for view, labs in labels_by_view.items():
-        try:
-            cam = NormView(view, w, h, focal, view_rotation(view))
-        except (KeyError, ValueError):
-            continue
-        for text, pts in _residue_text_centres(labs).items():
+    reads: dict[tuple[str, str], list] = {}
+    for view, cam in cameras(rec, labels_by_view, fov_deg).items():
+        for text, pts in _residue_text_centres(labels_by_view[view]).items():
             reads.setdefault(text, []).extend((cam, p) for p in pts)
     out = {}
     for text, obs in reads.items():

@@ -501,7 +501,6 @@ LABELLED_MIN_AGREEMENT = 0.4  # ... and this share of the points the rebuilt ato
 LABELLED_BOND_A = 1.8  # Å: a ligand atom placed from its label is bonded to the ligand atoms this close
 LABELLED_CLEAR_A = 1.25  # Å: a point is added as an atom only this far from every other atom (a misread name, C43
 # for C3, lands 1.15 Å from the atom its true name placed; heavy-atom bonds to C, N, O are 1.2 Å and longer)
-_ELEMENT_CLASS = {"C": "LIGAND_C", "N": "N", "O": "O", "S": "S", "P": "P", "F": "F", "CL": "CL"}
 
 
 def with_labelled_ligand_atoms(rec, labels: Mapping[str, ImageLabels], spotters: Mapping[str, Any]
@@ -519,12 +518,10 @@ def with_labelled_ligand_atoms(rec, labels: Mapping[str, ImageLabels], spotters:
     :data:`LABELLED_CLEAR_A` of any other atom is left out; the rest are added (most views first, one per place),
     bonded to the ligand atoms within :data:`LABELLED_BOND_A`. T9 from the images, 20 items: PyMOL 7.27 → 9.15 (7lou's
     ligand now found in the Chemical Component Dictionary), raster unchanged on 20 + 24 + 24 items (the gate holds)."""
-    from dataclasses import replace
+    from misi_agent.tools.label_triangulation import (LIGAND_CLASS, element_of_name, ligand_label_points,
+                                                      rebuilt_agreement, with_ligand_atoms)
 
-    from misi_agent.tools.label_triangulation import (POINT_SIGMA_A, element_of_name, ligand_label_points,
-                                                      rebuilt_agreement)
-
-    points = [p for p in ligand_label_points(rec, labels, spotters) if element_of_name(p.text) in _ELEMENT_CLASS]
+    points = [p for p in ligand_label_points(rec, labels, spotters) if element_of_name(p.text) in LIGAND_CLASS]
     confirmed, contradicted = rebuilt_agreement(rec, points)
     if confirmed < LABELLED_MIN_CONFIRMED or confirmed < LABELLED_MIN_AGREEMENT * (confirmed + contradicted):
         return rec, {}
@@ -541,24 +538,8 @@ def with_labelled_ligand_atoms(rec, labels: Mapping[str, ImageLabels], spotters:
         elif not np.any(d < LABELLED_CLEAR_A) and all(np.linalg.norm(q.coords - p.coords) >= LABELLED_CLEAR_A
                                                       for q in added):
             added.append(p)
-    if not added:
-        return rec, named
-    n0 = len(coords)
-    xyz = np.vstack([coords] + [p.coords[None] for p in added])
-    lig = np.append(is_lig, np.ones(len(added), bool))
-    bonds = [tuple(int(x) for x in b) for b in np.asarray(rec.bonds, int).reshape(-1, 2)]
-    for a in range(n0, len(xyz)):
-        bonds += [(int(b), a) for b in np.flatnonzero(lig[:a]) if np.linalg.norm(xyz[a] - xyz[b]) < LABELLED_BOND_A]
-    named.update({n0 + k: p.text for k, p in enumerate(added)})
-    fields = {"coords": xyz,
-              "classes": np.append(np.asarray(rec.classes), [_ELEMENT_CLASS[element_of_name(p.text)] for p in added]),
-              "is_ligand": lig, "residue": np.append(np.asarray(rec.residue), -np.ones(len(added), int)),
-              "bonds": np.array(bonds, int).reshape(-1, 2),
-              "image_xy": {v: np.vstack([np.asarray(xy, float), np.full((len(added), 2), np.nan)])
-                           for v, xy in rec.image_xy.items()}}
-    if getattr(rec, "sigma", None) is not None:
-        fields["sigma"] = np.append(np.asarray(rec.sigma, float), np.full(len(added), POINT_SIGMA_A))
-    return replace(rec, **fields), named
+    named.update({len(coords) + k: p.text for k, p in enumerate(added)})
+    return with_ligand_atoms(rec, added, LABELLED_BOND_A), named
 
 
 def named_as_placed(ligand: LigandIdentity, placed: Mapping[int, str], rec) -> LigandIdentity:

@@ -600,7 +600,7 @@ def _with_labelled_ligand_atom(rec: Reconstruction, labels: Mapping[str, Any], s
 
     Interaction location from the images: PyMOL 84 → 88 on the 50 test items, 66.7 → 86.7 on 30 items of the training
     split; raster 100 → 100 (``eval/results/label_spotting.md``)."""
-    from misi_agent.tools.label_triangulation import POINT_SIGMA_A, label_offset, text_places, text_point
+    from misi_agent.tools.label_triangulation import label_offset, text_places, text_point, with_ligand_atoms
 
     want = str(bond.get("ligand_atom", "")).strip().upper()
     if len(want) < RELABEL_MIN_CHARS or not labels or cands.ligand_voted:
@@ -613,15 +613,8 @@ def _with_labelled_ligand_atom(rec: Reconstruction, labels: Mapping[str, Any], s
     coords = np.asarray(rec.coords, float)
     if pairs and min(float(np.linalg.norm(coords[k] - placed.coords)) for k, _ in pairs) <= RELABEL_A:
         return rec, cands, pairs, method
-    el = _element(want)
-    cls = el if el in ("O", "N", "S", "P") else "LIGAND_C"
     k = len(coords)
-    fields = {"coords": np.vstack([coords, placed.coords]), "classes": np.append(np.asarray(rec.classes), cls),
-              "is_ligand": np.append(np.asarray(rec.is_ligand, bool), True),
-              "residue": np.append(np.asarray(rec.residue), -1),
-              "sigma": np.append(np.asarray(rec.sigma, float), POINT_SIGMA_A),
-              "image_xy": {v: np.vstack([np.asarray(xy, float), [[np.nan, np.nan]]]) for v, xy in rec.image_xy.items()}}
-    rec = replace(rec, **fields)
+    rec = with_ligand_atoms(rec, [placed])
     cands = replace(cands, ligand={k: 0.0}, ligand_named=True,
                     how=f"{cands.how}; placed where its labels meet in {len(placed.views)} views")
     new_pairs, new_method = bond_pairs(rec, cands)

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -51,10 +51,11 @@ class LabelPoint:
     residual_px: float
 
 
-def cameras(rec, views: Any) -> dict[str, NormView]:
-    """The benchmark camera of each named view, in the reconstruction's normalised frame."""
+def cameras(rec, views: Any, fov_deg: float | None = None) -> dict[str, NormView]:
+    """The benchmark camera (``fov_deg``, default :data:`~misi_agent.camera.FOV_DEG`) of each named view, in the
+    reconstruction's normalised frame; names that are not canonical views are left out."""
     w, h = (int(x) for x in getattr(rec, "image_size", (512, 512)))
-    focal = (w / 2.0) / math.tan(math.radians(FOV_DEG) / 2.0)
+    focal = (w / 2.0) / math.tan(math.radians(fov_deg or FOV_DEG) / 2.0)
     out = {}
     for v in views:
         try:
@@ -169,12 +170,41 @@ CONFIRM_A = 1.0  # Å: a placed name this close to a rebuilt ligand atom of its 
 NEAR_A = 2.5  # Å: a placed name this close to a rebuilt ligand atom, none of its element within CONFIRM_A, contradicts
 
 
+LIGAND_CLASS = {"C": "LIGAND_C", "N": "N", "O": "O", "S": "S", "P": "P", "F": "F", "CL": "CL"}  # element -> the
+# reconstruction's colour class of a ligand atom (:mod:`misi_agent.tools.atom_detection`)
+
+
 def element_of_name(name: str) -> str:
     """The element an atom name begins with (``CL12`` → ``CL``, ``C12`` → ``C``, ``O1B`` → ``O``)."""
     t = str(name).strip().upper()
     if t[:2] in ("CL", "BR") and not t[2:3].isalpha():
         return t[:2]
     return t[:1]
+
+
+def with_ligand_atoms(rec, points: Sequence[LabelPoint], bond_a: float | None = None):
+    """The record with one ligand atom appended at each point (class from its name's element, ligand carbon for an
+    element without a class of its own; uncertainty :data:`POINT_SIGMA_A`; seen in no view), bonded to the ligand
+    atoms (those appended before it included) closer than ``bond_a`` when given. Existing indices are kept."""
+    if not points:
+        return rec
+    coords = np.asarray(rec.coords, float)
+    n0 = len(coords)
+    xyz = np.vstack([coords] + [np.asarray(p.coords, float)[None] for p in points])
+    lig = np.append(np.asarray(rec.is_ligand, bool), np.ones(len(points), bool))
+    bonds = [tuple(int(x) for x in b) for b in np.asarray(rec.bonds, int).reshape(-1, 2)]
+    if bond_a is not None:
+        for a in range(n0, len(xyz)):
+            bonds += [(int(b), a) for b in np.flatnonzero(lig[:a]) if np.linalg.norm(xyz[a] - xyz[b]) < bond_a]
+    classes = [LIGAND_CLASS.get(element_of_name(p.text), "LIGAND_C") for p in points]
+    fields = {"coords": xyz, "classes": np.append(np.asarray(rec.classes), classes), "is_ligand": lig,
+              "residue": np.append(np.asarray(rec.residue), -np.ones(len(points), int)),
+              "bonds": np.array(bonds, int).reshape(-1, 2),
+              "image_xy": {v: np.vstack([np.asarray(xy, float), np.full((len(points), 2), np.nan)])
+                           for v, xy in rec.image_xy.items()}}
+    if getattr(rec, "sigma", None) is not None:
+        fields["sigma"] = np.append(np.asarray(rec.sigma, float), np.full(len(points), POINT_SIGMA_A))
+    return replace(rec, **fields)
 
 
 def ligand_label_points(rec, labels: Mapping[str, Any], spotters: Mapping[str, Mapping[str, Any]] | None,
