@@ -571,8 +571,9 @@ def phosphate_oracle(nucleotide):
     return rec, _known_residues(rec, sc), names
 
 
-def _complex_without(oracle, hidden: set[str]):
-    """The complex rebuilt from the oracle reconstruction with the ligand atoms named in ``hidden`` not pictured."""
+def _complex_without(oracle, hidden: set[str], dictionary: bool = False):
+    """The complex rebuilt from the oracle reconstruction with the ligand atoms named in ``hidden`` not pictured
+    (``dictionary``: the ligand looked up in the Chemical Component Dictionary)."""
     from misi_agent.tools.identity import LigandIdentity
     from misi_agent.tools.image_hbonds import _drop_atoms, complex_from_identity
 
@@ -581,11 +582,31 @@ def _complex_without(oracle, hidden: set[str]):
     rec = _drop_atoms(rec, drop)
     new = {int(old): k for k, old in enumerate(np.flatnonzero(~drop))}
     lig = LigandIdentity({new[i]: n for i, n in names.items() if i in new}, {new[i]: 1.0 for i in names if i in new}, 0)
-    return complex_from_identity(rec, identify_residues(rec, {}, known=known), lig, chain="A")
+    return complex_from_identity(rec, identify_residues(rec, {}, known=known), lig, chain="A", dictionary=dictionary)
 
 
 def _keys(bonds) -> set:
     return {(b.residue_name, b.residue_number, b.protein_atom, b.ligand_atom) for b in bonds}
+
+
+def test_a_components_hidden_atoms_are_reported_when_a_quarter_is_hidden(phosphate_oracle):
+    """8OG found in the dictionary with atoms not pictured. Two hidden (O6, N7: a drawn ligand hiding a few): they
+    are placed but named as not pictured and their bonds left out. Six hidden (a quarter, as PyMOL's labels hide):
+    they are placed from the component's ideal geometry on the pictured ones and named, and the answer holds their
+    true bonds (O6 to Asn 119 and Phe 35, N7 to Asn 119) and no bond the entry lacks."""
+    from misi_agent.tools import image_hbonds as ih
+
+    truth = _keys(ih._unique_bonds(_complex_without(phosphate_oracle, set(), dictionary=True)))
+    few = _complex_without(phosphate_oracle, {"O6", "N7"}, dictionary=True)
+    assert "22 of 24 atoms pictured" in few.notes[0]
+    assert {n for n in few.ligand.atom_name if n.startswith(ih.UNSEEN)} == {f"{ih.UNSEEN}O6", f"{ih.UNSEEN}N7"}
+    assert not {k for k in _keys(ih._unique_bonds(few)) if k[3] in ("O6", "N7")}
+    many = _complex_without(phosphate_oracle, {"O6", "N7", "OP2", "OP3", "N1", "C2"}, dictionary=True)
+    assert "18 of 24 atoms pictured, the others placed" in many.notes[0]
+    assert not any(n.startswith(ih.UNSEEN) for n in many.ligand.atom_name)
+    got = _keys(ih._unique_bonds(many))
+    assert {("ASN", 119, "ND2", "O6"), ("PHE", 35, "N", "O6"), ("ASN", 119, "OD1", "N7")} <= got
+    assert got <= truth and len(got) >= len(truth) - 1
 
 
 def test_a_phosphate_with_hidden_oxygens_keeps_its_phosphate_chemistry(phosphate_oracle, monkeypatch):
