@@ -132,7 +132,7 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
 
     Why the share: PyMOL hides a quarter to half of a ligand under its labels, and the atoms placed by local
     superposition on the rebuilt ones lie a median 0.5–0.9 Å from the true ones where the component is right (7ecr,
-    6z1c): their bonds are the best answer the pictures give (T9 PyMOL, 20 items, harness on cached fits 9.98 → 12.06).
+    6z1c): their bonds are the best answer the pictures give (T9 PyMOL, 20 items: harness on cached fits 9.98 → 12.06, a fresh full run 9.15 → 10.40).
     Where a drawn ligand hides a few atoms (raster, 1–9 of 14–45), reporting them gained on some items and lost on
     others (20 + 24 + 24 raster items: 53.19 / 45.33 / 37.79 → 52.01 / 46.48 / 37.91), and with the share they are
     unchanged (``eval/results/image_hbonds.md``)."""
@@ -447,7 +447,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     (:func:`~misi_agent.tools.identity.misread_label_texts`; a third set of 24 items 32.58 → 34.36); one-digit texts
     read in fewer than three views left out (:func:`~misi_agent.tools.identity.cut_short_texts`: wrong bonds gone,
     scores the same); 2026-12-03: PyMOL 7.27 → 9.15 (a fresh full run) with the ligand atoms the reconstruction missed placed where their
-    name labels meet (:func:`with_labelled_ligand_atoms`, only with ``fit_residues``).
+    name labels meet (:func:`with_labelled_ligand_atoms`, only with ``fit_residues``); 9.15 → 10.40 (fresh) with a
+    dictionary component's hidden atoms named when a quarter of it is hidden (:func:`complex_from_identity`).
     Pass ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
