@@ -170,13 +170,13 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
     match = (identify_component(elements, xyz, names, lbonds, [ligand.support.get(i, 0.0) for i in lig_idx])
              if dictionary else None)
     if match is not None:
-        hidden = float(np.mean(match.seen < 0))
-        unseen = "" if hidden >= HIDDEN_SHARE_NAMED else UNSEEN
+        named = float(np.mean(match.seen < 0)) >= HIDDEN_SHARE_NAMED  # the hidden atoms' bonds are reported
+        prefix = "" if named else UNSEEN
+        note = (f"ligand chemistry of CCD component {match.code}: {int((match.seen >= 0).sum())} of "
+                f"{len(match.names)} atoms pictured" + (", the others placed from its ideal geometry and named"
+                                                        if named else ""))
         return _complex(pdb_id, chain, pocket, match.elements, match.coords,
-                        [n if k >= 0 else f"{unseen}{n}" for n, k in zip(match.names, match.seen)], match.mol,
-                        f"ligand chemistry of CCD component {match.code}: {int((match.seen >= 0).sum())} of "
-                        f"{len(match.names)} atoms pictured" + (", the others placed from its ideal geometry and "
-                                                                "named" if not unseen and hidden else ""),
+                        [n if k >= 0 else f"{prefix}{n}" for n, k in zip(match.names, match.seen)], match.mol, note,
                         code=match.code)
     for k, (p, x) in enumerate(missing_phosphate_oxygens(elements, xyz, lbonds), start=1):  # not pictured: no bonds
         lbonds.append((p, len(elements)))
@@ -459,12 +459,12 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     views = load_views(images_by_view) if reconstruction is None else None
     rec = reconstruction if reconstruction is not None else _reconstruct(images_by_view, views)
     labels = labels if labels is not None else read_all_labels(images_by_view)
+    if not np.any(np.asarray(rec.is_ligand, bool)):
+        return _nothing_seen("pocket_ligand_interaction", "None", rec, labels)
     if fit_residues and labels and images_by_view:
         from misi_agent.tools.label_spotting import with_hidden_residue_labels
 
         labels = with_hidden_residue_labels(images_by_view, labels)
-    if not np.any(np.asarray(rec.is_ligand, bool)):
-        return _nothing_seen("pocket_ligand_interaction", "None", rec, labels)
     rec = with_bonded_ligand_heteroatoms(rec)
     residues = identify_residues(rec, labels)
     fits = {}
