@@ -450,8 +450,10 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     name labels meet (:func:`with_labelled_ligand_atoms`, only with ``fit_residues``); 9.15 → 10.40 (fresh) with a
     dictionary component's hidden atoms named when a quarter of it is hidden (:func:`complex_from_identity`); with
     ``fit_residues``, the residue labels the reader missed in PyMOL's piles spotted by their known names and read with
-    the numbers worth trying (:func:`~misi_agent.tools.label_spotting.with_hidden_residue_labels`, ~3 s): fresh runs of
-    20 items, PyMOL 10.40 → 11.23 (7ecr), raster 53.19 → 53.70 (7dkt, 7mmh, 7lev up, 7u0u down).
+    the numbers worth trying (:func:`~misi_agent.tools.label_spotting.with_hidden_residue_labels`, ~5 s): fresh runs of
+    20 items, PyMOL 10.40 → 11.23 (7ecr), raster 53.19 → 53.70 (7dkt, 7mmh, 7lev up, 7u0u down); every peak of a
+    name's correlation tried and the numbers decided across views: PyMOL 11.23 → 15.00 (7b94, 7cij, 7ecr, 7o0n, 7dkt
+    up, none down), raster 53.70 → 52.00 (7rws, 7q25 down: true labels found in more views move the assignment).
     Pass ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
