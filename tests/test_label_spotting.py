@@ -16,7 +16,8 @@ from misi_agent.camera import Camera
 from misi_agent.structure import load_complex
 from misi_agent.tools.label_reading import read_labels
 from misi_agent.tools.label_spotting import (HiddenPlace, chosen_texts, hidden_places, learn_templates, label_alphas,
-                                             nearby_numbers, place_label, spotters, with_hidden_residue_labels)
+                                             nearby_numbers, place_label, read_views, spotters,
+                                             with_hidden_residue_labels)
 from render_support import VIEWS, six_views
 
 DATA = Path(__file__).resolve().parent.parent / "misi_agent" / "data" / "structures"
@@ -133,11 +134,7 @@ def test_chosen_hidden_numbers_name_drawn_residues(pymol_views):
     sp = spotters(images, labels)
     numbers = nearby_numbers(labels)
     places = [p for v in VIEWS for p in hidden_places(v, sp[v]["residue"], labels[v].of_kind("residue"), numbers)]
-    views_of: dict[str, set[str]] = {}
-    for v in VIEWS:
-        for lab in labels[v].of_kind("residue"):
-            views_of.setdefault(lab.text, set()).add(v)
-    chosen = chosen_texts(places, views_of, numbers)
+    chosen = chosen_texts(places, read_views(labels), numbers)
     assert len(places) >= 20 and len(chosen) >= 0.5 * len(places), (len(chosen), len(places))
 
     def right(k: int, text: str) -> bool:

@@ -225,15 +225,10 @@ class Spotter:
         if not text or not self.t.can_spell(text):
             return []
         lay = self.layout(text)
-        H, W = self.alpha.shape
-        hh = max(y + self.t.glyphs[ch].shape[0] for ch, _, y in lay)
-        ww = max(x + self.t.glyphs[ch].shape[1] for ch, x, _ in lay)
-        if hh > H or ww > W:
+        made = self.text_map(lay)
+        if made is None:
             return []
-        oh, ow = H - hh + 1, W - ww + 1
-        score = np.zeros((oh, ow), np.float32)
-        for ch, x, y in lay:
-            score += self._map(ch)[y:y + oh, x:x + ow]
+        score, (hh, ww) = made
         score /= len(lay)
         out: list[Spot] = []
         work = score.copy()
@@ -247,6 +242,20 @@ class Spotter:
             if self.passes(lay, i, j, check_end):
                 out.append(Spot((j, i, j + ww, i + hh), s, self._own_share(lay, i, j)[0]))
         return out
+
+    def text_map(self, lay: list[tuple[str, int, int]]) -> tuple[np.ndarray, tuple[int, int]] | None:
+        """The summed glyph correlation of the text laid out as ``lay`` (:meth:`layout`) at every top-left place it
+        fits in the picture, and the text's (height, width); None when it does not fit."""
+        H, W = self.alpha.shape
+        hh = max(y + self.t.glyphs[ch].shape[0] for ch, _, y in lay)
+        ww = max(x + self.t.glyphs[ch].shape[1] for ch, x, _ in lay)
+        if hh > H or ww > W:
+            return None
+        oh, ow = H - hh + 1, W - ww + 1
+        score = np.zeros((oh, ow), np.float32)
+        for ch, x, y in lay:
+            score += self._map(ch)[y:y + oh, x:x + ow]
+        return score, (hh, ww)
 
     def score_at(self, lay: list[tuple[str, int, int]], i: int, j: int) -> float:
         """Mean glyph correlation of the text laid out as ``lay`` (:meth:`layout`) with its top-left at (i, j)."""
@@ -364,11 +373,10 @@ def _padded(m: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     return out
 
 
-def _class_best(spotter: Spotter) -> dict[bool, np.ndarray]:
-    """Per glyph sort (digit or not), the best correlation of any of its templates at each top-left place: a glyph is
-    its place's best of its sort when its own map reaches this."""
-    H, W = spotter.alpha.shape
-    out = {d: np.full((H, W), -1.0, np.float32) for d in (False, True)}
+def _class_best(spotter: Spotter, shape: tuple[int, int]) -> dict[bool, np.ndarray]:
+    """Per glyph sort (digit or not), the best correlation of any of its templates at each top-left place (−1 past
+    the maps, in a ``shape`` array): a glyph is its place's best of its sort when its own map reaches this."""
+    out = {d: np.full(shape, -1.0, np.float32) for d in (False, True)}
     for ch in spotter.t.glyphs:
         m = spotter._map(ch)
         o = out[ch in DIGITS][:m.shape[0], :m.shape[1]]
@@ -396,29 +404,25 @@ def hidden_places(view: str, spotter: Spotter, read: Sequence[LabelRead], number
     if not nums:
         return []
     spotter.prepare()
-    best = _class_best(spotter)
     H, W = spotter.alpha.shape
     gh, gw = (max(g.shape[k] for g in t.glyphs.values()) for k in (0, 1))
     pad = (H + 2 * gh, W + 4 * gw * (4 + max(len(n) for n in nums)))  # past any glyph of a name and its number
     digit_maps = {d: _padded(spotter._map(d), pad) for d in DIGITS if d in t.glyphs}
-    best_digit = _padded(best[True], pad)
+    best = _class_best(spotter, pad)
     taken = [lab.box for lab in read]
     out: list[HiddenPlace] = []
     for name in STANDARD_RESIDUES:
         if not t.can_spell(name):
             continue
         lay = spotter.layout(name)
-        hh = max(y + t.glyphs[ch].shape[0] for ch, _, y in lay)
-        ww = max(x + t.glyphs[ch].shape[1] for ch, x, _ in lay)
-        oh, ow = H - hh + 1, W - ww + 1
-        if oh <= 0 or ow <= 0:
+        made = spotter.text_map(lay)
+        if made is None:
             continue
-        score = np.zeros((oh, ow), np.float32)
+        score, (hh, ww) = made
+        oh, ow = score.shape
         own = np.zeros((oh, ow), np.float32)
         for ch, x, y in lay:
-            m = spotter._map(ch)[y:y + oh, x:x + ow]
-            score += m
-            own += m >= best[False][y:y + oh, x:x + ow]
+            own += spotter._map(ch)[y:y + oh, x:x + ow] >= best[False][y:y + oh, x:x + ow]
         peak = (score == ndimage.maximum_filter(score, size=(3, 5))) & (score >= MIN_SCORE * len(lay))
         ii, jj = np.nonzero(peak)
         if not len(ii):
@@ -431,17 +435,17 @@ def hidden_places(view: str, spotter: Spotter, read: Sequence[LabelRead], number
             continue
         total = np.empty((len(nums), len(ii)), np.float32)
         ok = np.empty((len(nums), len(ii)), bool)
+        name_score, name_own = score[ii, jj], own[ii, jj]
         for k, num in enumerate(nums):
             full = spotter.layout(f"{name} {num}")
-            s_k = score[ii, jj].astype(np.float32).copy()
-            own_k = own[ii, jj].copy()
+            s_k, own_k = name_score.copy(), name_own.copy()
             digits_own = np.ones(len(ii), bool)
             for ch, x, y in full[len(lay):]:
                 v = digit_maps[ch][ii + y, jj + x]
                 s_k += v
-                b_ = best_digit[ii + y, jj + x]
-                digits_own &= v >= b_
-                own_k += v >= b_
+                mine = v >= best[True][ii + y, jj + x]
+                digits_own &= mine
+                own_k += mine
             total[k] = s_k / len(full)
             ok[k] = (total[k] >= MIN_SCORE) & digits_own & (own_k >= MIN_OWN_SHARE * len(full))
         for p in np.flatnonzero(ok.any(axis=0)):
@@ -491,6 +495,15 @@ def place_label(spotter: Spotter, place: HiddenPlace, text: str, colour: int) ->
     return LabelRead((tuple(glyphs[:3]), tuple(glyphs[3:])), box, colour, "residue", text)
 
 
+def read_views(labels: Mapping[str, ImageLabels]) -> dict[str, set[str]]:
+    """Every residue text read in ``labels``, with the views it is read in."""
+    out: dict[str, set[str]] = {}
+    for v, labs in labels.items():
+        for lab in labs.of_kind("residue"):
+            out.setdefault(lab.text, set()).add(v)
+    return out
+
+
 def nearby_numbers(labels: Mapping[str, ImageLabels], reach: int = NUMBER_REACH) -> set[int]:
     """Every residue number read in ``labels`` and those within ``reach`` of one."""
     read = set()
@@ -530,10 +543,7 @@ def with_hidden_residue_labels(images: Mapping[str, Any], labels: Mapping[str, I
         res = labels[v].of_kind("residue")
         colours[v] = max(set(lab.colour for lab in res), key=[lab.colour for lab in res].count)
         places += hidden_places(v, kinds["residue"], res, numbers)
-    views_of: dict[str, set[str]] = {}
-    for v, labs in labels.items():
-        for lab in labs.of_kind("residue"):
-            views_of.setdefault(lab.text, set()).add(v)
+    views_of = read_views(labels)
     chosen = chosen_texts(places, views_of, numbers)
     found: dict[str, set[str]] = {}
     for k, text in chosen.items():
