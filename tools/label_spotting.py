@@ -21,7 +21,8 @@ and the number is decided across views (:func:`hidden_places`, :func:`chosen_tex
 (:func:`misi_agent.tools.image_hbonds.pocket_hbonds_from_images`) uses it since the ligand's hidden atoms are placed
 from their labels and the dictionary: fresh runs of 20 items, PyMOL 10.40 → 11.23 with the name's best spots and each
 view's best number, → 15.00 with every peak and the numbers decided across views (raster 53.19 → 53.70 → 52.00);
-measurements in ``eval/results/label_spotting.md``.
+measurements in ``eval/results/label_spotting.md``. :meth:`Spotter.scores_near` checks a text at known places: the
+ligand's atom names at their atoms (:mod:`misi_agent.tools.ligand_name_spotting`).
 """
 from __future__ import annotations
 
@@ -260,6 +261,24 @@ class Spotter:
     def score_at(self, lay: list[tuple[str, int, int]], i: int, j: int) -> float:
         """Mean glyph correlation of the text laid out as ``lay`` (:meth:`layout`) with its top-left at (i, j)."""
         return float(np.mean([self._value(ch, i + y, j + x) for ch, x, y in lay]))
+
+    def scores_near(self, lay: list[tuple[str, int, int]], ii: np.ndarray, jj: np.ndarray, reach: int) -> np.ndarray:
+        """Mean glyph correlation of the text laid out as ``lay`` with its top-left at each (ii[k], jj[k]), the best
+        within ``reach`` px of it (−1 where the text does not fit): the text checked at known places, gathered from
+        the glyph maps without a map of the whole text."""
+        d = np.arange(-reach, reach + 1)
+        di, dj = (a.ravel() for a in np.meshgrid(d, d, indexing="ij"))
+        ii = np.asarray(ii, int)[:, None] + di[None, :]
+        jj = np.asarray(jj, int)[:, None] + dj[None, :]
+        total = np.zeros(ii.shape)
+        inside = np.ones(ii.shape, bool)
+        for ch, x, y in lay:
+            m = self._map(ch)
+            r, c = ii + y, jj + x
+            ok = (r >= 0) & (r < m.shape[0]) & (c >= 0) & (c < m.shape[1])
+            inside &= ok
+            total += m[np.clip(r, 0, m.shape[0] - 1), np.clip(c, 0, m.shape[1] - 1)]
+        return np.where(inside, total / len(lay), -1.0).max(axis=1)
 
     def passes(self, lay: list[tuple[str, int, int]], i: int, j: int, check_end: bool = True) -> bool:
         """Whether the text at (i, j) is its own and not another's: at least :data:`MIN_OWN_SHARE` of its glyphs and

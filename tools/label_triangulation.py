@@ -65,7 +65,7 @@ def cameras(rec, views: Any, fov_deg: float | None = None) -> dict[str, NormView
     return out
 
 
-def _normalised(rec, xyz: np.ndarray) -> np.ndarray:
+def normalised(rec, xyz: np.ndarray) -> np.ndarray:
     D = float(rec.distance)
     return (np.asarray(xyz, float) + np.array([0.0, 0.0, D])) / D
 
@@ -88,7 +88,7 @@ def label_offset(rec, labels: Mapping[str, Any]) -> tuple[np.ndarray, int]:
     lig = np.flatnonzero(np.asarray(rec.is_ligand, bool))
     if not len(lig):
         return np.zeros(2), 0
-    norm = _normalised(rec, np.asarray(rec.coords, float)[lig])
+    norm = normalised(rec, np.asarray(rec.coords, float)[lig])
     els = np.array([str(element_of_class(c)).upper()[:1] for c in np.asarray(rec.classes)[lig]])
     offs = []
     for v, cam in cams.items():

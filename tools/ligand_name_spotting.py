@@ -1,0 +1,167 @@
+"""Ligand atom names checked where each atom's label must be drawn, instead of read out of the pile.
+
+Why: PyMOL draws every ligand atom's name centred just above its atom, so on a ligand of 10–57 atoms the names pile
+up and the reader (:mod:`misi_agent.tools.label_reading`), which finds glyphs as connected components, reads
+fragments (``O9A8``, ``NW``, ``C``). The votes of :func:`misi_agent.tools.identity.identify_ligand` then name a
+fifth to a third of the atoms right, too few for the Chemical Component Dictionary to find the ligand
+(:mod:`misi_agent.tools.ligand_dictionary` needs six names it can trust). But each atom's place in every view is
+known (the reconstruction's projection), and so is where its label lies relative to it: the offset is measured on
+the item (:func:`misi_agent.tools.label_triangulation.label_offset`, from the labels read as two or more characters:
+one-letter fragments of piled labels pull it a glyph aside). So each candidate name is *checked* at each atom's label
+place with the item's own glyph templates (:meth:`misi_agent.tools.label_spotting.Spotter.scores_near`), and names
+go to atoms by one assignment that maximises the summed fit, each name's element the atom's.
+
+The candidates: the names of the dictionary components that best explain the names read
+(:func:`~misi_agent.tools.ligand_dictionary.rank_components`), every element-and-number name (``C1`` … ``S60``), and
+the names read; a second round checks the names of the components the first round's names rank best. A name read
+keeps a small bonus (:data:`READ_BONUS` times its vote share). An atom whose best name fits under
+:data:`~misi_agent.tools.label_spotting.MIN_SCORE` keeps its voted name.
+
+Renderers that move labels out of each other's way (the raster renderer) draw no label at a fixed offset from its
+atom; there a name checks at only some atoms (those whose label happens to lie there), while where every label is
+drawn at its atom nearly every atom's does. So the checked names are used only when at least
+:data:`MIN_CHECKED_SHARE` of the atoms are named by a check (:func:`spotted_ligand_names`' gate; 20 T9 test items,
+true atom positions: PyMOL 0.76–1.0 of the atoms, raster 0.08–0.57 and one item of 8 atoms at 0.75). Agreement with
+the names read does not separate the renderers (PyMOL 0.28–1.0, raster 0–1).
+
+Measured (20 PyMOL T9 test items, true atom positions, identity from the pictures): ligand atoms named right
+136 → 329 of 531, the ligand's component found in 11 items (6 before). End-to-end figures:
+``eval/results/label_spotting.md``.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from misi_agent.tools.label_reading import ImageLabels
+from misi_agent.tools.label_spotting import MIN_SCORE
+
+GENERIC_NAMES = tuple(f"{e}{n}" for e in ("C", "N", "O", "S", "P") for n in range(1, 61))  # element and number
+SHORTLIST = 10  # dictionary components whose names are candidates, per round
+READ_BONUS = 0.2  # added to the fit of an atom's voted name, times its vote share
+REACH_PX = 2  # a name is checked this far around its expected place (the offset is measured to about a pixel)
+VIEWS_USED = 3  # an atom's fit for a name: the mean of its best views (a label may be covered in the others)
+MIN_CHECKED_SHARE = 0.75  # share of the ligand's atoms a check must name for the checked names to be used
+SURE = 0.5  # vote share of a name counted as surely read (reported: the checked names' agreement with those)
+
+
+def _vocabulary(codes: Sequence[str]) -> set[str]:
+    from misi_agent.structure import ccd_template
+
+    out: set[str] = set()
+    for c in codes:
+        t = ccd_template(c)
+        if t is not None:
+            out |= {str(n) for n, e in zip(t.atom_name, t.element) if str(e).upper() != "H"}
+    return out
+
+
+def name_fits(rec, labels: Mapping[str, ImageLabels], spotters: Mapping[str, Mapping[str, Any]], atoms: np.ndarray,
+              names: Sequence[str], offset: np.ndarray) -> np.ndarray:
+    """(atoms, names) fit of each name checked at each atom's label place (its projection in each view, as
+    :func:`~misi_agent.tools.label_triangulation.label_offset` projects, plus ``offset`` px): the mean of its :data:`VIEWS_USED` best views, −1 where fewer views hold the ligand's labels."""
+    from misi_agent.tools.label_triangulation import cameras, normalised
+
+    cams = cameras(rec, [v for v in labels if "ligand" in spotters.get(v, {})])
+    out = np.full((len(atoms), len(names)), -1.0)
+    if len(cams) < VIEWS_USED:
+        return out
+    at = {v: cam.project(normalised(rec, np.asarray(rec.coords, float)[atoms]))[0] + offset for v, cam in cams.items()}
+    for j, name in enumerate(names):
+        rows = []
+        for v in cams:
+            sp = spotters[v]["ligand"]
+            if not sp.t.can_spell(name):
+                break
+            lay = sp.layout(name)
+            hh = max(y + sp.t.glyphs[ch].shape[0] for ch, _, y in lay)
+            ww = max(x + sp.t.glyphs[ch].shape[1] for ch, x, _ in lay)
+            xy = at[v]
+            ii = np.round(xy[:, 1] - hh / 2.0).astype(int)
+            jj = np.round(xy[:, 0] - ww / 2.0).astype(int)
+            rows.append(sp.scores_near(lay, ii, jj, REACH_PX))
+        else:
+            out[:, j] = np.sort(np.array(rows), axis=0)[-VIEWS_USED:].mean(axis=0)
+    return out
+
+
+def _assigned(fits: np.ndarray, names: Sequence[str], elements: Sequence[str], voted: Sequence[str],
+              support: Sequence[float]) -> list[str | None]:
+    """Each atom's name by one assignment over the fits (element-matched names only, the voted name's bonus added);
+    None where the best fit is under MIN_SCORE."""
+    from misi_agent.tools.label_triangulation import element_of_name
+
+    el_of = np.array([element_of_name(n) for n in names])
+    score = np.full(fits.shape, -10.0)
+    for k, el in enumerate(elements):
+        ok = el_of == el
+        score[k, ok] = fits[k, ok]
+        for j in np.flatnonzero(ok & (np.asarray(names) == voted[k])):
+            score[k, j] += READ_BONUS * float(support[k])
+    out: list[str | None] = [None] * len(elements)
+    rows, cols = linear_sum_assignment(-score)
+    for k, j in zip(rows, cols):
+        if fits[k, j] >= MIN_SCORE and score[k, j] > -10.0:
+            out[k] = str(names[j])
+    return out
+
+
+def spotted_ligand_names(rec, labels: Mapping[str, ImageLabels], spotters: Mapping[str, Mapping[str, Any]],
+                         ligand) -> tuple[Any, dict[str, float]]:
+    """``ligand`` (a :class:`~misi_agent.tools.identity.LigandIdentity`) with the names checked at the atoms' label
+    places (see the module docstring), and what was measured: ``checked`` atoms named by a check, ``agreement`` with
+    the surely read names (NaN when none), ``used`` 1 when the checked names were taken."""
+    from misi_agent.tools.identity import LigandIdentity, element_of_class
+    from misi_agent.tools.label_triangulation import label_offset
+    from misi_agent.tools.ligand_dictionary import rank_components
+
+    atoms = np.flatnonzero(np.asarray(rec.is_ligand, bool))
+    info = {"checked": 0.0, "agreement": float("nan"), "used": 0.0}
+    if not len(atoms) or not spotters:
+        return ligand, info
+    long_reads = {v: replace(l, labels=tuple(x for x in l.labels if x.kind != "ligand"
+                                             or len(str(x.text).strip()) >= 2)) for v, l in labels.items()}
+    offset, n_pairs = label_offset(rec, long_reads)
+    if n_pairs == 0:
+        return ligand, info
+    elements = [str(element_of_class(rec.classes[i])).upper() for i in atoms]
+    voted = [str(ligand.names.get(int(i), "?")) for i in atoms]
+    support = [float(ligand.support.get(int(i), 0.0)) for i in atoms]
+    read_names = {n for n in voted if not n.startswith("?")}
+    from misi_agent.tools.identity import recon_bonds
+
+    pos = {int(i): k for k, i in enumerate(atoms)}
+    bonds = [(pos[a], pos[b]) for a, b in recon_bonds(np.asarray(rec.coords, float), rec.bonds, atoms)]
+    fits_of: dict[str, np.ndarray] = {}
+
+    def round_names(vocab: set[str]) -> list[str | None]:
+        new = sorted(n for n in vocab if n not in fits_of)
+        if new:
+            for n, col in zip(new, name_fits(rec, labels, spotters, atoms, new, offset).T):
+                fits_of[n] = col
+        names = sorted(vocab)
+        return _assigned(np.stack([fits_of[n] for n in names], axis=1), names, elements, voted, support)
+
+    def shortlist(names: Sequence[str | None], weights: Sequence[float]) -> list[str]:
+        read = {k: (n, elements[k], w) for k, (n, w) in enumerate(zip(names, weights)) if n and not n.startswith("?")}
+        return [c for c, _ in rank_components(read, bonds, len(atoms), top=SHORTLIST)] if read else []
+
+    first = round_names(_vocabulary(shortlist(voted, [0.5 + 0.5 * s for s in support])) | set(GENERIC_NAMES)
+                        | read_names)
+    second = round_names(_vocabulary(shortlist(first, [1.0] * len(first))) | {n for n in first if n})
+    checked = [k for k, n in enumerate(second) if n]
+    sure = [k for k in range(len(atoms)) if not voted[k].startswith("?") and support[k] >= SURE]
+    agree = [second[k] == voted[k] for k in sure if second[k]]
+    info["checked"] = float(len(checked))
+    info["agreement"] = float(np.mean(agree)) if agree else float("nan")
+    if len(checked) < MIN_CHECKED_SHARE * len(atoms):
+        return ligand, info
+    names, sup = dict(ligand.names), dict(ligand.support)
+    for k in checked:
+        i = int(atoms[k])
+        names[i], sup[i] = str(second[k]), max(sup.get(i, 0.0), float(fits_of[second[k]][k]))
+    info["used"] = 1.0
+    return LigandIdentity(names, sup, ligand.n_labels_read), info
