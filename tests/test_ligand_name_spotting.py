@@ -57,8 +57,9 @@ def test_raster_names_read_beside_their_atoms_are_kept():
     assert right["checked"] == right["voted"] >= n - 1, right
 
 
-def test_a_text_checked_at_its_place_scores_as_at_that_place(pymol_named):
-    """``Spotter.scores_near`` with no reach is ``Spotter.score_at``; a reach can only raise it; −1 off the picture."""
+def test_a_text_checked_at_its_place_scores_as_at_that_place():
+    """``Spotter.scores_near`` with no reach is ``Spotter.score_at``; a reach can only raise it; −1 off the
+    picture."""
     cx = load_complex(DATA / "6yqw.cif.gz", ligand="82I")
     _, images = six_views(cx, "raster")
     labels = {v: read_labels(im) for v, im in images.items()}

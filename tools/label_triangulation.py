@@ -105,6 +105,15 @@ def label_offset(rec, labels: Mapping[str, Any]) -> tuple[np.ndarray, int]:
     return np.median(offs[near[k]], axis=0), int(near[k].sum())
 
 
+def long_reads(labels: Mapping[str, Any], min_chars: int = 2) -> dict[str, Any]:
+    """``labels`` without the ligand labels read as fewer than ``min_chars`` characters: in a pile of names the reader
+    reads one-letter fragments, whose centres are not a label's, and :func:`label_offset` over them came out a glyph
+    aside (6 of 20 PyMOL T9 items, e.g. (−8.5, −6.2) px against (−0.5, −7.5))."""
+    return {v: replace(l, labels=tuple(x for x in l.labels
+                                       if x.kind != "ligand" or len(str(x.text).strip()) >= min_chars))
+            for v, l in labels.items()}
+
+
 def triangulate(obs: list[tuple[NormView, np.ndarray]]) -> np.ndarray:
     """The normalised front-frame point whose rays through the (camera, pixel) observations meet best (linear least
     squares on the two ray equations of each view)."""

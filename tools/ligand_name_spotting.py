@@ -30,7 +30,6 @@ Measured (20 PyMOL T9 test items, true atom positions, identity from the picture
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -62,7 +61,8 @@ def _vocabulary(codes: Sequence[str]) -> set[str]:
 def name_fits(rec, labels: Mapping[str, ImageLabels], spotters: Mapping[str, Mapping[str, Any]], atoms: np.ndarray,
               names: Sequence[str], offset: np.ndarray) -> np.ndarray:
     """(atoms, names) fit of each name checked at each atom's label place (its projection in each view, as
-    :func:`~misi_agent.tools.label_triangulation.label_offset` projects, plus ``offset`` px): the mean of its :data:`VIEWS_USED` best views, −1 where fewer views hold the ligand's labels."""
+    :func:`~misi_agent.tools.label_triangulation.label_offset` projects, plus ``offset`` px): the mean of its
+    :data:`VIEWS_USED` best views, −1 where fewer views hold the ligand's labels."""
     from misi_agent.tools.label_triangulation import cameras, normalised
 
     cams = cameras(rec, [v for v in labels if "ligand" in spotters.get(v, {})])
@@ -115,16 +115,14 @@ def spotted_ligand_names(rec, labels: Mapping[str, ImageLabels], spotters: Mappi
     places (see the module docstring), and what was measured: ``checked`` atoms named by a check, ``agreement`` with
     the surely read names (NaN when none), ``used`` 1 when the checked names were taken."""
     from misi_agent.tools.identity import LigandIdentity, element_of_class
-    from misi_agent.tools.label_triangulation import label_offset
+    from misi_agent.tools.label_triangulation import label_offset, long_reads
     from misi_agent.tools.ligand_dictionary import rank_components
 
     atoms = np.flatnonzero(np.asarray(rec.is_ligand, bool))
     info = {"checked": 0.0, "agreement": float("nan"), "used": 0.0}
     if not len(atoms) or not spotters:
         return ligand, info
-    long_reads = {v: replace(l, labels=tuple(x for x in l.labels if x.kind != "ligand"
-                                             or len(str(x.text).strip()) >= 2)) for v, l in labels.items()}
-    offset, n_pairs = label_offset(rec, long_reads)
+    offset, n_pairs = label_offset(rec, long_reads(labels))
     if n_pairs == 0:
         return ligand, info
     elements = [str(element_of_class(rec.classes[i])).upper() for i in atoms]
