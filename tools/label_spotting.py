@@ -244,12 +244,16 @@ class Spotter:
                 out.append(Spot((j, i, j + ww, i + hh), s, self._own_share(lay, i, j)[0]))
         return out
 
+    def extent(self, lay: list[tuple[str, int, int]]) -> tuple[int, int]:
+        """(height, width) in px of the text laid out as ``lay`` (:meth:`layout`), from its top-left."""
+        return (max(y + self.t.glyphs[ch].shape[0] for ch, _, y in lay),
+                max(x + self.t.glyphs[ch].shape[1] for ch, x, _ in lay))
+
     def text_map(self, lay: list[tuple[str, int, int]]) -> tuple[np.ndarray, tuple[int, int]] | None:
         """The summed glyph correlation of the text laid out as ``lay`` (:meth:`layout`) at every top-left place it
         fits in the picture, and the text's (height, width); None when it does not fit."""
         H, W = self.alpha.shape
-        hh = max(y + self.t.glyphs[ch].shape[0] for ch, _, y in lay)
-        ww = max(x + self.t.glyphs[ch].shape[1] for ch, x, _ in lay)
+        hh, ww = self.extent(lay)
         if hh > H or ww > W:
             return None
         oh, ow = H - hh + 1, W - ww + 1

@@ -44,7 +44,6 @@ READ_BONUS = 0.2  # added to the fit of an atom's voted name, times its vote sha
 REACH_PX = 2  # a name is checked this far around its expected place (the offset is measured to about a pixel)
 VIEWS_USED = 3  # an atom's fit for a name: the mean of its best views (a label may be covered in the others)
 MIN_CHECKED_SHARE = 0.75  # share of the ligand's atoms a check must name for the checked names to be used
-SURE = 0.5  # vote share of a name counted as surely read (reported: the checked names' agreement with those)
 
 
 def _vocabulary(codes: Sequence[str]) -> set[str]:
@@ -77,8 +76,7 @@ def name_fits(rec, labels: Mapping[str, ImageLabels], spotters: Mapping[str, Map
             if not sp.t.can_spell(name):
                 break
             lay = sp.layout(name)
-            hh = max(y + sp.t.glyphs[ch].shape[0] for ch, _, y in lay)
-            ww = max(x + sp.t.glyphs[ch].shape[1] for ch, x, _ in lay)
+            hh, ww = sp.extent(lay)
             xy = at[v]
             ii = np.round(xy[:, 1] - hh / 2.0).astype(int)
             jj = np.round(xy[:, 0] - ww / 2.0).astype(int)
@@ -112,14 +110,14 @@ def _assigned(fits: np.ndarray, names: Sequence[str], elements: Sequence[str], v
 def spotted_ligand_names(rec, labels: Mapping[str, ImageLabels], spotters: Mapping[str, Mapping[str, Any]],
                          ligand) -> tuple[Any, dict[str, float]]:
     """``ligand`` (a :class:`~misi_agent.tools.identity.LigandIdentity`) with the names checked at the atoms' label
-    places (see the module docstring), and what was measured: ``checked`` atoms named by a check, ``agreement`` with
-    the surely read names (NaN when none), ``used`` 1 when the checked names were taken."""
-    from misi_agent.tools.identity import LigandIdentity, element_of_class
+    places (see the module docstring), and what was measured: ``checked`` atoms named by a check, ``used`` 1 when the
+    checked names were taken."""
+    from misi_agent.tools.identity import LigandIdentity, element_of_class, recon_bonds
     from misi_agent.tools.label_triangulation import label_offset, long_reads
     from misi_agent.tools.ligand_dictionary import rank_components
 
     atoms = np.flatnonzero(np.asarray(rec.is_ligand, bool))
-    info = {"checked": 0.0, "agreement": float("nan"), "used": 0.0}
+    info = {"checked": 0.0, "used": 0.0}
     if not len(atoms) or not spotters:
         return ligand, info
     offset, n_pairs = label_offset(rec, long_reads(labels))
@@ -129,8 +127,6 @@ def spotted_ligand_names(rec, labels: Mapping[str, ImageLabels], spotters: Mappi
     voted = [str(ligand.names.get(int(i), "?")) for i in atoms]
     support = [float(ligand.support.get(int(i), 0.0)) for i in atoms]
     read_names = {n for n in voted if not n.startswith("?")}
-    from misi_agent.tools.identity import recon_bonds
-
     pos = {int(i): k for k, i in enumerate(atoms)}
     bonds = [(pos[a], pos[b]) for a, b in recon_bonds(np.asarray(rec.coords, float), rec.bonds, atoms)]
     fits_of: dict[str, np.ndarray] = {}
@@ -151,10 +147,7 @@ def spotted_ligand_names(rec, labels: Mapping[str, ImageLabels], spotters: Mappi
                         | read_names)
     second = round_names(_vocabulary(shortlist(first, [1.0] * len(first))) | {n for n in first if n})
     checked = [k for k, n in enumerate(second) if n]
-    sure = [k for k in range(len(atoms)) if not voted[k].startswith("?") and support[k] >= SURE]
-    agree = [second[k] == voted[k] for k in sure if second[k]]
     info["checked"] = float(len(checked))
-    info["agreement"] = float(np.mean(agree)) if agree else float("nan")
     if len(checked) < MIN_CHECKED_SHARE * len(atoms):
         return ligand, info
     names, sup = dict(ligand.names), dict(ligand.support)
