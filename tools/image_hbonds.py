@@ -456,7 +456,10 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     up, none down), raster 53.70 → 52.00 (7rws, 7q25 down: true labels found in more views move the assignment);
     the ligand's atom names checked at each atom's label place where labels are drawn at their atoms
     (:func:`~misi_agent.tools.ligand_name_spotting.spotted_ligand_names`, also with exact atoms): PyMOL 15.00 → 15.55,
-    with the true atoms 50.1 → 81.8, raster unchanged.
+    with the true atoms 50.1 → 81.8, raster unchanged; the ligand's label points placed at the offset the names are
+    checked at (:func:`~misi_agent.tools.ligand_name_spotting.ligand_label_offset`: reads of 2+ characters, the
+    checked offset where they are grossly off): PyMOL 15.55 → 17.28 (7cij, 7dkt up), raster unchanged (51.98 either
+    way, replayed from cached states).
     Pass ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand

@@ -272,17 +272,20 @@ class Spotter:
         the glyph maps without a map of the whole text."""
         d = np.arange(-reach, reach + 1)
         di, dj = (a.ravel() for a in np.meshgrid(d, d, indexing="ij"))
-        ii = np.asarray(ii, int)[:, None] + di[None, :]
-        jj = np.asarray(jj, int)[:, None] + dj[None, :]
-        total = np.zeros(ii.shape)
-        inside = np.ones(ii.shape, bool)
+        return self.means_at(lay, np.asarray(ii, int)[:, None] + di[None, :],
+                             np.asarray(jj, int)[:, None] + dj[None, :]).max(axis=1)
+
+    def means_at(self, lay: list[tuple[str, int, int]], ii: np.ndarray, jj: np.ndarray) -> np.ndarray:
+        """Mean glyph correlation of the text laid out as ``lay`` with its top-left at (ii, jj) (integer arrays of one
+        shape), −1 where it does not fit: gathered from the glyph maps, as :meth:`score_at` at one place."""
+        total = np.zeros(np.shape(ii))
+        inside = np.ones(np.shape(ii), bool)
         for ch, x, y in lay:
             m = self._map(ch)
             r, c = ii + y, jj + x
-            ok = (r >= 0) & (r < m.shape[0]) & (c >= 0) & (c < m.shape[1])
-            inside &= ok
+            inside &= (r >= 0) & (r < m.shape[0]) & (c >= 0) & (c < m.shape[1])
             total += m[np.clip(r, 0, m.shape[0] - 1), np.clip(c, 0, m.shape[1] - 1)]
-        return np.where(inside, total / len(lay), -1.0).max(axis=1)
+        return np.where(inside, total / len(lay), -1.0)
 
     def passes(self, lay: list[tuple[str, int, int]], i: int, j: int, check_end: bool = True) -> bool:
         """Whether the text at (i, j) is its own and not another's: at least :data:`MIN_OWN_SHARE` of its glyphs and
