@@ -57,7 +57,7 @@ def test_pymol_names_checked_at_their_atoms_beat_the_pile_reading(pymol_named):
     right, info, n = pymol_named
     assert info["used"] == 1.0 and info["checked"] >= MIN_CHECKED_SHARE * n
     assert right["checked"] >= right["voted"] + 3, right
-    assert right["checked"] >= 0.6 * n, right
+    assert right["checked"] >= n - 1, right  # 9 of 11 without LENGTH_BONUS
 
 
 def test_raster_names_read_beside_their_atoms_are_kept():

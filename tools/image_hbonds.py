@@ -459,7 +459,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     with the true atoms 50.1 → 81.8, raster unchanged; the ligand's label points placed at the offset the names are
     checked at (:func:`~misi_agent.tools.ligand_name_spotting.ligand_label_offset`: reads of 2+ characters, the
     checked offset where they are grossly off): PyMOL 15.55 → 17.28 (7cij, 7dkt up), raster unchanged (51.98 either
-    way, replayed from cached states).
+    way, replayed from cached states); a checked name's fit raised per glyph past its second
+    (:data:`~misi_agent.tools.ligand_name_spotting.LENGTH_BONUS`): PyMOL 17.28 → 18.55, raster unchanged.
     Pass ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand

@@ -46,6 +46,8 @@ REACH_PX = 2  # a name is checked this far around its expected place (the offset
 VIEWS_USED = 3  # an atom's fit for a name: the mean of its best views (a label may be covered in the others)
 OFFSET_AGREE_PX = 5.0  # px: a read offset this far from the checked one is taken for broken (see ligand_label_offset)
 OFFSET_SEARCH_PX = 20  # px: label offsets tried by checked_offset, each way (label_offset's pairs reach 25 px)
+LENGTH_BONUS = 0.08  # added to a name's fit for each glyph past its second: a name cut short (N3 of N38, O2 of O23)
+# fits a pile as well as the whole name, its mean over fewer glyphs being less diluted by the pile's clutter
 MIN_CHECKED_SHARE = 0.75  # share of the ligand's atoms a check must name for the checked names to be used
 
 
@@ -172,15 +174,19 @@ def ligand_label_offset(rec, labels: Mapping[str, ImageLabels], spotters: Mappin
 
 def _assigned(fits: np.ndarray, names: Sequence[str], elements: Sequence[str], voted: Sequence[str],
               support: Sequence[float]) -> list[str | None]:
-    """Each atom's name by one assignment over the fits (element-matched names only, the voted name's bonus added);
-    None where the best fit is under MIN_SCORE."""
+    """Each atom's name by one assignment over the fits (element-matched names only, the voted name's bonus and
+    :data:`LENGTH_BONUS` per glyph past the second added); None where the best fit is under MIN_SCORE.
+    The length bonus, 20 PyMOL T9 test items: with the true atoms 81.8 → 87.7 (ligand atoms named right 329 → 367 of
+    531, with ``ligand_label_offset``), image-only 17.28 → 18.55 (rebuilt atoms named right 89 → 97 of 175); raster
+    unchanged (51.98)."""
     from misi_agent.tools.label_triangulation import element_of_name
 
     el_of = np.array([element_of_name(n) for n in names])
     score = np.full(fits.shape, -10.0)
+    longer = LENGTH_BONUS * np.array([max(0, len(n) - 2) for n in names], float)
     for k, el in enumerate(elements):
         ok = el_of == el
-        score[k, ok] = fits[k, ok]
+        score[k, ok] = fits[k, ok] + longer[ok]
         for j in np.flatnonzero(ok & (np.asarray(names) == voted[k])):
             score[k, j] += READ_BONUS * float(support[k])
     out: list[str | None] = [None] * len(elements)
