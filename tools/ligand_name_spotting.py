@@ -67,16 +67,13 @@ def name_fits(rec, labels: Mapping[str, ImageLabels], spotters: Mapping[str, Map
     """(atoms, names) fit of each name checked at each atom's label place (its projection in each view, as
     :func:`~misi_agent.tools.label_triangulation.label_offset` projects, plus ``offset`` px): the mean of its
     :data:`VIEWS_USED` best views, −1 where fewer views hold the ligand's labels."""
-    from misi_agent.tools.label_triangulation import cameras, normalised
-
-    cams = cameras(rec, [v for v in labels if "ligand" in spotters.get(v, {})])
     out = np.full((len(atoms), len(names)), -1.0)
-    if len(cams) < VIEWS_USED:
+    at = {v: xy + offset for v, xy in _projected(rec, labels, spotters, atoms).items()}
+    if len(at) < VIEWS_USED:
         return out
-    at = {v: cam.project(normalised(rec, np.asarray(rec.coords, float)[atoms]))[0] + offset for v, cam in cams.items()}
     for j, name in enumerate(names):
         rows = []
-        for v in cams:
+        for v in at:
             sp = spotters[v]["ligand"]
             if not sp.t.can_spell(name):
                 break
@@ -85,6 +82,17 @@ def name_fits(rec, labels: Mapping[str, ImageLabels], spotters: Mapping[str, Map
         else:
             out[:, j] = np.sort(np.array(rows), axis=0)[-VIEWS_USED:].mean(axis=0)
     return out
+
+
+def _projected(rec, labels: Mapping[str, ImageLabels], spotters: Mapping[str, Mapping[str, Any]], atoms: np.ndarray
+               ) -> dict[str, np.ndarray]:
+    """Each of ``atoms``' projection (px) in every view that holds ligand labels (as
+    :func:`~misi_agent.tools.label_triangulation.label_offset` projects)."""
+    from misi_agent.tools.label_triangulation import cameras, normalised
+
+    cams = cameras(rec, [v for v in labels if "ligand" in spotters.get(v, {})])
+    xyz = normalised(rec, np.asarray(rec.coords, float)[atoms])
+    return {v: cam.project(xyz)[0] for v, cam in cams.items()}
 
 
 def _text_corners(sp, name: str, xy: np.ndarray) -> tuple[list[tuple[str, int, int]], np.ndarray, np.ndarray]:
@@ -109,14 +117,13 @@ def checked_offset(rec, labels: Mapping[str, ImageLabels], spotters: Mapping[str
     from scipy import ndimage
 
     from misi_agent.tools.identity import element_of_class
-    from misi_agent.tools.label_triangulation import cameras, element_of_name, normalised
+    from misi_agent.tools.label_triangulation import element_of_name
 
     atoms = np.flatnonzero(np.asarray(rec.is_ligand, bool))
-    cams = cameras(rec, [v for v in labels if "ligand" in spotters.get(v, {})])
-    if not len(atoms) or len(cams) < VIEWS_USED:
+    at = _projected(rec, labels, spotters, atoms) if len(atoms) else {}
+    if len(at) < VIEWS_USED:
         return None
     els = np.array([str(element_of_class(rec.classes[i])).upper() for i in atoms])
-    at = {v: cam.project(normalised(rec, np.asarray(rec.coords, float)[atoms]))[0] for v, cam in cams.items()}
     R = OFFSET_SEARCH_PX
     d = np.arange(-R, R + 1)
     oy, ox = np.meshgrid(d, d, indexing="ij")  # offsets (x, y) on a (2R+1, 2R+1) grid, rows = y
@@ -127,7 +134,7 @@ def checked_offset(rec, labels: Mapping[str, ImageLabels], spotters: Mapping[str
         if not mine.any():
             continue
         rows = []
-        for v in cams:
+        for v in at:
             sp = spotters[v]["ligand"]
             if not sp.t.can_spell(name):
                 break
@@ -203,7 +210,6 @@ def spotted_ligand_names(rec, labels: Mapping[str, ImageLabels], spotters: Mappi
     places (see the module docstring), and what was measured: ``checked`` atoms named by a check, ``used`` 1 when the
     checked names were taken."""
     from misi_agent.tools.identity import LigandIdentity, element_of_class, recon_bonds
-    from misi_agent.tools.label_triangulation import label_offset, long_reads
     from misi_agent.tools.ligand_dictionary import rank_components
 
     atoms = np.flatnonzero(np.asarray(rec.is_ligand, bool))
