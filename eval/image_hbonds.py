@@ -11,7 +11,8 @@ Usage::
 For every question the answer is computed from the six images only
 (:mod:`misi_agent.tools.image_hbonds`) with these reconstructions:
 
-* ``images``: the real image-only reconstruction (:func:`misi_agent.tools.reconstruction.reconstruct`);
+* ``images``: the real image-only reconstruction (:func:`misi_agent.tools.reconstruction.reconstruct`), made by
+  the tool itself as the agent calls it (so that T9 can rebuild it at the scale the residue labels give);
 * ``oracle:σ``: the true atom positions projected into the views plus σ Å of Gaussian noise
   (default arms σ = 0 and 0.2), so the labels, the chemistry and the H-bond engine are measured
   apart from reconstruction errors. Identity (names, numbers) still comes from the pictures.
@@ -251,9 +252,7 @@ def run(set_dir: Path, renderer: str, noise: float, limit: int | None, arms: lis
                     rec = oracle_reconstruction(cx, residues=rkeys, noise=float(arm.split(":")[1]) if ":" in arm else noise,
                                                 seed=0)
                 else:
-                    from misi_agent.tools.reconstruction import reconstruct
-
-                    rec = reconstruct(images)
+                    rec = None  # the product path: the tool rebuilds (and may rescale) the scene itself
                 if q.task == "residue_ligand_interaction":
                     r = p["residue"]
                     ans = residue_hbonds_from_images(images, f"{r['name']} {r['number']}{r['insertion_code']}",
