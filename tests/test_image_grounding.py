@@ -118,6 +118,30 @@ def test_interaction_location_from_images_finds_the_named_bond(tmp_path):
     assert right >= len(qs) - 1
 
 
+@pytest.mark.parametrize("renderer", ["pymol", "raster"])
+def test_docking_from_images_takes_the_pocket_scale_from_its_residue_labels(tmp_path, renderer):
+    """T7's pocket views show no ligand, so no balls give their Å scale: PyMOL draws each residue's label at its CA
+    and the CA-CA steps of consecutive labels give the camera distance (the truth, from the item's atoms, is read
+    by the test only); the raster renderer moves its labels, the ruler refuses and says why."""
+    import numpy as np
+
+    from misi_agent.cli import main
+    from misi_agent.tools.image_tasks import solve_docking
+
+    assert main(["bench", "generate", "--structures", str(FIXTURES), "--out", str(tmp_path), "--tasks", "docking",
+                 "--per-task", "1", "--split", "all", "--renderer", renderer, "--seed", "0", "--size", "512"]) == 0
+    q = read_questions(tmp_path / "questions.jsonl")[0]
+    ans = solve_docking(q.image_paths(tmp_path))
+    pocket = ans.details["pocket_reconstruction"]
+    true_d = -float(np.load(tmp_path / "items" / q.id / "atoms.npz")["pocket_front/coords"][:, 2].mean())
+    if renderer == "pymol":
+        assert pocket["scale_source"].startswith("CA-CA of"), pocket
+        assert abs(pocket["distance_A"] / true_d - 1) < 0.03, (pocket, true_d)
+    else:
+        assert not pocket["scale_source"].startswith("CA-CA"), pocket
+        assert any("consecutive residue labels" in n for n in pocket["notes"]), pocket
+
+
 def test_report_redraw_keeps_the_recorded_notes(tmp_path):
     """eval/image_grounding.py --redraw rewrites the tables from the saved results and keeps the
     '## Note' sections recorded under them (they hold measurements that are nowhere else)."""

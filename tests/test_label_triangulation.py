@@ -190,19 +190,20 @@ def test_consecutive_residue_labels_give_the_camera_distance(pymol_7n4w):
 
     scenes, images, labels, rec = pymol_7n4w
     true_D = -float(scenes["front"].centroid[2])
-    D, source = residue_label_distance(rec, with_hidden_residue_labels(images, labels))
+    hidden = with_hidden_residue_labels(images, labels)
+    D, source = residue_label_distance(rec, hidden)
     assert D is not None and abs(D / true_D - 1) < 0.03, (D, true_D, source)
     assert source.startswith("CA-CA of")
-    # T9 rebuilds the scene at that distance (image_hbonds._rescaled_by_residue_labels)
-    from misi_agent.tools.image_hbonds import _rescaled_by_residue_labels
+    # T9 and T7 rebuild the scene at that distance
+    from misi_agent.tools.label_triangulation import rescaled_by_residue_labels
     from misi_agent.tools.reconstruction import load_views
 
-    again = _rescaled_by_residue_labels(images, load_views(images), rec, with_hidden_residue_labels(images, labels))
+    again = rescaled_by_residue_labels(images, load_views(images), rec, hidden)
     assert abs(again.distance - D) < 1e-6 and again.scale_source.startswith("CA-CA of")
     assert abs(rec.distance / true_D - 1) > abs(again.distance / true_D - 1)
     _, r_images, r_labels, r_rec = _pictured(DATA / "7n4w.cif.gz", "P4V", "raster")
     r_hidden = with_hidden_residue_labels(r_images, r_labels)
     r_D, r_source = residue_label_distance(r_rec, r_hidden)
     assert r_D is None and "disagree" in r_source, (r_D, r_source)
-    kept = _rescaled_by_residue_labels(r_images, load_views(r_images), r_rec, r_hidden)
+    kept = rescaled_by_residue_labels(r_images, load_views(r_images), r_rec, r_hidden)
     assert kept.distance == r_rec.distance and np.array_equal(kept.coords, r_rec.coords) and r_source in kept.notes

@@ -104,25 +104,6 @@ def _reconstruct(images_by_view: Mapping[str, Any], views=None):
     return reconstruct(images_by_view, views=views)
 
 
-def _rescaled_by_residue_labels(images_by_view: Mapping[str, Any], views, rec, labels: Mapping[str, ImageLabels]):
-    """The reconstruction again at the camera distance the consecutive residue labels give
-    (:func:`~misi_agent.tools.label_triangulation.residue_label_distance`), where they give one; else ``rec``.
-
-    The ligand's balls, the usual ruler, hide under PyMOL's label piles (7 of 40 PyMOL T9 items scaled 0.37–1.21
-    of the truth, the others 0.93–1.07); the labels' CA–CA steps gave 0.98–1.02 on all 40, and the residues fitted
-    at that scale lie closer to the truth (within 1 Å: 49.7 → 50.4 % and 51.9 → 53.5 % on two sets of 20)."""
-    from dataclasses import replace
-
-    from misi_agent.tools.label_triangulation import residue_label_distance
-    from misi_agent.tools.reconstruction import reconstruct
-
-    D, source = residue_label_distance(rec, labels)
-    if D is None:
-        return replace(rec, notes=tuple(rec.notes) + (source,))
-    again = reconstruct(images_by_view, distance=D, views=views)
-    return replace(again, scale_source=f"{source} (the ligand gave {rec.distance:.1f} A)")
-
-
 def parse_residue(text: str) -> tuple[str, int, str]:
     """``ARG 45`` / ``ARG 45A`` -> (name, number, insertion code)."""
     m = _RESIDUE_RE.match(str(text))
@@ -480,8 +461,9 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     checked offset where they are grossly off): PyMOL 15.55 → 17.28 (7cij, 7dkt up), raster unchanged (51.98 either
     way, replayed from cached states); a checked name's fit raised per glyph past its second
     (:data:`~misi_agent.tools.ligand_name_spotting.LENGTH_BONUS`): PyMOL 17.28 → 18.55, raster unchanged; the scene
-    rebuilt at the camera distance the consecutive residue labels give (:func:`_rescaled_by_residue_labels`, PyMOL
-    only: the raster renderer moves its labels and the ruler refuses): PyMOL 18.55 → 14.05 on the test items (7kc5's
+    rebuilt at the camera distance the consecutive residue labels give
+    (:func:`~misi_agent.tools.label_triangulation.rescaled_by_residue_labels`, PyMOL only: the raster renderer moves
+    its labels and the ruler refuses): PyMOL 18.55 → 14.05 on the test items (7kc5's
     one bond lost to a residue fitted 6 Å off), 2.90 → 5.00 on 20 of the training split, raster unchanged.
     Pass ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
@@ -497,7 +479,9 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
 
         labels = with_hidden_residue_labels(images_by_view, labels)
     if reconstruction is None and fit_residues and labels:
-        rec = _rescaled_by_residue_labels(images_by_view, views, rec, labels)
+        from misi_agent.tools.label_triangulation import rescaled_by_residue_labels
+
+        rec = rescaled_by_residue_labels(images_by_view, views, rec, labels)
     rec = with_bonded_ligand_heteroatoms(rec)
     residues = identify_residues(rec, labels)
     fits = {}

@@ -290,20 +290,38 @@ def _pose_score(lig: np.ndarray, lig_polar: np.ndarray, tree: cKDTree, polar_tre
     return contact - 4.0 * clash + 1.0 * hb
 
 
+def _pocket_at_label_scale(images_by_view: Mapping[str, Any]) -> Reconstruction:
+    """T7's pocket rebuilt from its views, at the camera distance its residue labels give where they give one
+    (:func:`~misi_agent.tools.label_triangulation.rescaled_by_residue_labels`: PyMOL draws a residue's label at
+    its CA, and consecutive CAs lie 3.80 Å apart). The pocket views show no ligand, so no balls give its scale
+    otherwise. The labels the reader missed in PyMOL's piles are spotted by their known names first
+    (:func:`~misi_agent.tools.label_spotting.with_hidden_residue_labels`)."""
+    from misi_agent.tools.image_hbonds import read_all_labels
+    from misi_agent.tools.label_spotting import with_hidden_residue_labels
+    from misi_agent.tools.label_triangulation import rescaled_by_residue_labels
+    from misi_agent.tools.reconstruction import load_views
+
+    views = load_views(images_by_view)
+    rec = reconstruct(images_by_view, views=views)
+    labels = with_hidden_residue_labels(images_by_view, read_all_labels(images_by_view))
+    return rescaled_by_residue_labels(images_by_view, views, rec, labels)
+
+
 def solve_docking(images: Sequence[Any], pocket: Reconstruction | None = None,
                   ligand: Reconstruction | None = None) -> SpatialAnswer:
     """T7 from the pictures: the roll about the ligand's centre and the move along x that dock the
     reconstructed displaced ligand into the reconstructed pocket.
 
     The pocket (images 1-3) and the displaced ligand (images 4-6) are reconstructed each in its
-    own frame; image 7 (both, front view) places them together: the pocket's points are
+    own frame, the pocket at its residue labels' scale where they give one (:func:`_pocket_at_label_scale`; PyMOL
+    50 test items 45.82 → 50.78, raster 59.64 → 59.44, ``eval/results/label_spotting.md``); image 7 (both, front view) places them together: the pocket's points are
     registered to it (its camera), then the ligand's to the pixels the pocket leaves
     unexplained. Every roll of the grid (about the ligand's centre) and every whole-Å x-move
     is scored by the pocket contacts of the ligand's atoms, clashes and possible H-bonds
     (:func:`_pose_score`); the best pose's commands are the answer.
     """
     images = G._check_images(images, T.DOCKING)
-    pocket = pocket if pocket is not None else reconstruct(views_of(images[0:3]))
+    pocket = pocket if pocket is not None else _pocket_at_label_scale(views_of(images[0:3]))
     ligand = ligand if ligand is not None else reconstruct(views_of(images[3:6]))
     psp = cloud_points(pocket, which="pocket")
     lsp = cloud_points(ligand, which="all")
@@ -335,9 +353,10 @@ def solve_docking(images: Sequence[Any], pocket: Reconstruction | None = None,
         start = np.array([cu * depth / cam0.focal - c[0], -cv * depth / cam0.focal - c[1], -c[2] - depth])
     lcam = refine_shift(rest, lsp, cam0.with_shift(start), taus=FREE_ICP_TAUS)
     # both in image 7's camera frame. The ligand's Å scale comes from its balls; the pocket alone shows no
-    # balls, so its scale is set by putting its centroid at the ligand's depth in image 7 (a bound ligand sits
-    # inside its pocket; it was moved along x only): scaling the registered pocket about the camera keeps
-    # its image and fixes its size.
+    # balls, so unless its residue labels gave its scale, it is set by putting its centroid at the ligand's depth
+    # in image 7 (a bound ligand sits inside its pocket; it was moved along x only): scaling the registered pocket
+    # about the camera keeps its image and fixes its size. Where the labels gave the pocket's scale, the ligand
+    # (whose balls hide under PyMOL's labels) is scaled to the pocket's depth instead.
     lig_atoms = ligand.coords[ligand.is_ligand] if ligand.is_ligand.any() else lsp.points
     lig_cls = ligand.classes[ligand.is_ligand] if ligand.is_ligand.any() else np.array([lsp.names[c] for c in lsp.cls])
     lig_pts = lig_atoms + np.asarray(lcam.shift)
@@ -345,7 +364,9 @@ def solve_docking(images: Sequence[Any], pocket: Reconstruction | None = None,
     depth_l = -float(lig_pts[:, 2].mean())
     depth_p = -float(pocket_pts[:, 2].mean())
     k_scale = depth_l / depth_p if depth_p > 1e-6 and depth_l > 1e-6 else 1.0
-    if "ball" not in pocket.scale_source:
+    if pocket.scale_source.startswith("CA-CA"):
+        lig_pts = lig_pts / k_scale
+    elif "ball" not in pocket.scale_source:
         pocket_pts = pocket_pts * k_scale
     centre = lig_pts.mean(axis=0)
     pnames = np.array([psp.names[c] for c in psp.cls])

@@ -14,7 +14,8 @@ through those places, less the label's offset from its atom, meet at the atom.
   views on different axes whose intersection most other views agree with (within
   :data:`AGREE_PX`), refined over all that agree;
 * :func:`residue_label_distance`: the camera distance (the Å scale) from the labels of residues that follow
-  each other in the chain: a label drawn at its residue's CA, two consecutive CAs lie 3.80 Å apart.
+  each other in the chain: a label drawn at its residue's CA, two consecutive CAs lie 3.80 Å apart;
+  :func:`rescaled_by_residue_labels` rebuilds a scene at that distance.
 
 On 30 PyMOL interaction-location items of the training split, the question's ligand atom placed this
 way lay within 0.5 Å of the true atom in 18 of the 20 items where two or more views agreed (median 0.1 Å), and the
@@ -43,7 +44,7 @@ SAME_AXIS_COS = 0.9  # two views looking along nearly the same line (front and b
 CA_CA_A = 3.80  # Å between consecutive CA atoms (trans peptide; Engh & Huber 1991)
 RULER_TOL = 0.04  # estimates within this share of each other count as one scale
 RULER_MIN_PAIRS = 4  # the densest scale must rest on this many consecutive label pairs ...
-RULER_MIN_SHARE = 0.4  # ... and this share of all pairs (labels drawn beside their atoms scatter: raster <= 0.23)
+RULER_MIN_SHARE = 0.4  # ... and this share of all pairs (labels drawn beside their atoms scatter: raster T9 <= 0.23)
 POINT_SIGMA_A = 0.3  # Å: the uncertainty of a placed atom (0.1–0.5 Å from the true one where views agree, PyMOL)
 
 
@@ -191,10 +192,11 @@ def residue_label_distance(rec, labels: Mapping[str, Any]) -> tuple[float | None
     each such pair gives ``CA_CA_A / distance``. The densest group of these estimates (within
     :data:`RULER_TOL` of each other) is taken when it holds :data:`RULER_MIN_PAIRS` pairs and
     :data:`RULER_MIN_SHARE` of all: misread numbers, cis peptides and labels drawn at a side-chain centroid fall
-    outside it, and where labels are moved beside their atoms (the raster renderer) no group is that dense and
-    the answer is None. Measured on 20 PyMOL T9 test items and 20 of the training split: 0.98–1.02 of the true
-    distance on every item (5–46 pairs, 56–100 % of them in the group; the ligand's balls gave 0.37–1.21), none
-    taken on the 20 raster test items (10–23 %) (``eval/results/label_spotting.md``).
+    outside it, and where labels are moved beside their atoms (the raster renderer) a group is seldom that dense
+    and the answer is then None. Measured on 20 PyMOL T9 test items and 20 of the training split: 0.98–1.02 of the
+    true distance on every item (5–46 pairs, 56–100 % of them in the group; the ligand's balls gave 0.37–1.21), none
+    taken on the 20 raster T9 test items (10–23 %); on 50 T7 pockets (no ligand drawn): PyMOL 6z14 0.997, raster
+    6 of 50 taken (40–61 %), all 0.979–1.004 of the truth (``eval/results/label_spotting.md``).
     """
     texts = sorted({str(lab.reading or "").strip().upper() for labs in labels.values()
                     for lab in labs.of_kind("residue")} - {""})
@@ -216,6 +218,25 @@ def residue_label_distance(rec, labels: Mapping[str, Any]) -> tuple[float | None
     if len(group) < RULER_MIN_PAIRS or len(group) < RULER_MIN_SHARE * len(est):
         return None, f"consecutive residue labels disagree ({len(group)} of {len(est)} pairs on one scale)"
     return float(np.median(group)), f"CA-CA of {len(group)} of {len(est)} consecutive residue label pairs"
+
+
+def rescaled_by_residue_labels(images_by_view: Mapping[str, Any], views, rec, labels: Mapping[str, Any]):
+    """The reconstruction again at the camera distance the consecutive residue labels give
+    (:func:`residue_label_distance`), where they give one; else ``rec`` with the reason in its notes.
+
+    The ligand's balls, the usual ruler, hide under PyMOL's label piles (7 of 40 PyMOL T9 items scaled 0.37–1.21
+    of the truth, the others 0.93–1.07); the labels' CA–CA steps gave 0.98–1.02 on all 40, and the residues fitted
+    at that scale lie closer to the truth (within 1 Å: 49.7 → 50.4 % and 51.9 → 53.5 % on two sets of 20). Used
+    by T9 (:func:`~misi_agent.tools.image_hbonds.pocket_hbonds_from_images`) and by T7 for its pocket, which
+    shows no ligand at all (:func:`~misi_agent.tools.image_tasks.solve_docking`). ``views``: the loaded views
+    (:func:`~misi_agent.tools.reconstruction.load_views`) or None to load them again."""
+    from misi_agent.tools.reconstruction import reconstruct
+
+    D, source = residue_label_distance(rec, labels)
+    if D is None:
+        return replace(rec, notes=tuple(rec.notes) + (source,))
+    again = reconstruct(images_by_view, distance=D, views=views)
+    return replace(again, scale_source=f"{source} (the ligand gave {rec.distance:.1f} A)")
 
 
 CONFIRM_A = 1.0  # Å: a placed name this close to a rebuilt ligand atom of its element is confirmed by it
