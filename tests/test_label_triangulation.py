@@ -182,8 +182,8 @@ def test_pocket_ligand_gets_the_ligand_atoms_pymol_hides_and_not_raster_guesses(
 def test_consecutive_residue_labels_give_the_camera_distance(pymol_7n4w):
     """The Å scale from the CA–CA steps of consecutive residues' labels (residue_label_distance), over the labels read
     and those spotted in the piles (as T9 does): PyMOL draws a residue's label at its CA, so the triangulated labels
-    of residues n and n + 1 lie 3.80 Å apart and most pairs agree on one camera distance, the true one (measured:
-    0.986 of it from 17 of 24 pairs; the ligand's balls gave 0.94); the raster renderer moves its labels beside their
+    of residues n and n + 1 lie 3.81 Å apart and most pairs agree on one camera distance, the true one (measured:
+    0.989 of it from 17 of 24 pairs; the ligand's balls gave 0.94); the raster renderer moves its labels beside their
     atoms, the pairs scatter and no scale is claimed."""
     from misi_agent.tools.label_spotting import with_hidden_residue_labels
     from misi_agent.tools.label_triangulation import residue_label_distance
