@@ -195,13 +195,19 @@ def _zoom_label_distance(images: Sequence[Any], rec: Reconstruction) -> tuple[fl
     21 of them in the right 1 Å bin, the other 10 within 1 Å. The raster renderer moves its labels
     beside their atoms; where its pairs still formed a group (4 of 50 zoom items) it held 42–43 % of them and was up
     to 4 % off, worse than its balls (σ 1.6 %), hence :data:`ZOOM_RULER_MIN_SHARE` over the default 40 %."""
-    from misi_agent.tools.image_hbonds import read_all_labels
-    from misi_agent.tools.label_spotting import with_hidden_residue_labels
     from misi_agent.tools.label_triangulation import residue_label_distance
 
-    views = views_of(images[:3])
-    labels = with_hidden_residue_labels(views, read_all_labels(views))
-    return residue_label_distance(rec, labels, min_share=ZOOM_RULER_MIN_SHARE)
+    return residue_label_distance(rec, _residue_labels(views_of(images[:3])), min_share=ZOOM_RULER_MIN_SHARE)
+
+
+def _residue_labels(images_by_view: Mapping[str, Any]) -> dict[str, Any]:
+    """Every view's labels as read, plus the residue labels the reader missed in PyMOL's piles, spotted by their
+    known names (:func:`~misi_agent.tools.label_spotting.with_hidden_residue_labels`): what the residue-label
+    ruler triangulates (zooming, the docking pocket)."""
+    from misi_agent.tools.image_hbonds import read_all_labels
+    from misi_agent.tools.label_spotting import with_hidden_residue_labels
+
+    return with_hidden_residue_labels(images_by_view, read_all_labels(images_by_view))
 
 
 def _at_distance(rec: Reconstruction, D: float, source: str) -> Reconstruction:
@@ -334,16 +340,13 @@ def _pocket_at_label_scale(images_by_view: Mapping[str, Any]) -> Reconstruction:
     (:func:`~misi_agent.tools.label_triangulation.rescaled_by_residue_labels`: PyMOL draws a residue's label at
     its CA, and consecutive CAs lie 3.81 Å apart). The pocket views show no ligand, so no balls give its scale
     otherwise. The labels the reader missed in PyMOL's piles are spotted by their known names first
-    (:func:`~misi_agent.tools.label_spotting.with_hidden_residue_labels`)."""
-    from misi_agent.tools.image_hbonds import read_all_labels
-    from misi_agent.tools.label_spotting import with_hidden_residue_labels
+    (:func:`_residue_labels`)."""
     from misi_agent.tools.label_triangulation import rescaled_by_residue_labels
     from misi_agent.tools.reconstruction import load_views
 
     views = load_views(images_by_view)
     rec = reconstruct(images_by_view, views=views)
-    labels = with_hidden_residue_labels(images_by_view, read_all_labels(images_by_view))
-    return rescaled_by_residue_labels(images_by_view, views, rec, labels)
+    return rescaled_by_residue_labels(images_by_view, views, rec, _residue_labels(images_by_view))
 
 
 def solve_docking(images: Sequence[Any], pocket: Reconstruction | None = None,
@@ -352,11 +355,11 @@ def solve_docking(images: Sequence[Any], pocket: Reconstruction | None = None,
     reconstructed displaced ligand into the reconstructed pocket.
 
     The pocket (images 1-3) and the displaced ligand (images 4-6) are reconstructed each in its
-    own frame, the pocket at its residue labels' scale where they give one (:func:`_pocket_at_label_scale`; PyMOL
-    50 test items 45.82 → 50.78, raster 59.64 → 59.44, ``eval/results/label_spotting.md``); image 7 (both, front view) places them together: the pocket's points are
-    registered to it (its camera), then the ligand's to the pixels the pocket leaves
-    unexplained. Every roll of the grid (about the ligand's centre) and every whole-Å x-move
-    is scored by the pocket contacts of the ligand's atoms, clashes and possible H-bonds
+    own frame, the pocket at its residue labels' scale where they give one (:func:`_pocket_at_label_scale`; 50 test
+    items, PyMOL 45.82 → 50.33, raster 59.64 → 59.49, ``eval/results/label_spotting.md``); image 7 (both, front
+    view) places them together: the pocket's points are registered to it (its camera), then the ligand's to the
+    pixels the pocket leaves unexplained. Every roll of the grid (about the ligand's centre) and every whole-Å
+    x-move is scored by the pocket contacts of the ligand's atoms, clashes and possible H-bonds
     (:func:`_pose_score`); the best pose's commands are the answer.
     """
     images = G._check_images(images, T.DOCKING)

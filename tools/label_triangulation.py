@@ -193,8 +193,8 @@ def residue_label_distance(rec, labels: Mapping[str, Any],
     each such pair gives ``CA_CA_A / distance``. The densest group of these estimates (within
     :data:`RULER_TOL` of each other) is taken when it holds :data:`RULER_MIN_PAIRS` pairs and
     ``min_share`` (default :data:`RULER_MIN_SHARE`) of all: misread numbers, cis peptides and labels drawn at a
-    side-chain centroid fall outside it, and where labels are moved beside their atoms (the raster renderer) a group is seldom that dense
-    and the answer is then None. Measured on 20 PyMOL T9 test items and 20 of the training split: 0.98–1.02 of the
+    side-chain centroid fall outside it, and where labels are moved beside their atoms (the raster renderer) a
+    group is seldom that dense and the answer is then None. Measured on 20 PyMOL T9 test items and 20 of the training split: 0.98–1.02 of the
     true distance on every item (5–46 pairs, 56–100 % of them in the group; the ligand's balls gave 0.37–1.21), none
     taken on the 20 raster T9 test items (10–23 %); on 50 T7 pockets (no ligand drawn): PyMOL 6z14 0.997, raster
     6 of 50 taken (40–61 %), all 0.979–1.004 of the truth (``eval/results/label_spotting.md``).
