@@ -130,9 +130,9 @@ def _one_item(out, task: str, renderer: str):
     return q, np.load(out / "items" / q.id / "atoms.npz")
 
 
-def _assert_label_scale(summary: dict, true_d: float, renderer: str) -> None:
-    """PyMOL: the scale from the residue labels, within 3 % of the truth; raster: refused, and the reason noted."""
-    if renderer == "pymol":
+def _assert_label_scale(summary: dict, true_d: float, ruled: bool) -> None:
+    """Where the labels rule: the scale from them, within 3 % of the truth; else refused, and the reason noted."""
+    if ruled:
         assert summary["scale_source"].startswith("CA-CA of"), summary
         assert abs(summary["distance_A"] / true_d - 1) < 0.03, (summary, true_d)
     else:
@@ -143,26 +143,45 @@ def _assert_label_scale(summary: dict, true_d: float, renderer: str) -> None:
 @pytest.mark.parametrize("renderer", ["pymol", "raster"])
 def test_docking_from_images_takes_the_pocket_scale_from_its_residue_labels(tmp_path, renderer):
     """T7's pocket views show no ligand, so no balls give their Å scale: PyMOL draws each residue's label at its CA
-    and the CA-CA steps of consecutive labels give the camera distance; the raster renderer moves its labels, the
-    ruler refuses and says why."""
+    and the CA-CA steps of consecutive labels give the camera distance. The raster renderer moves its labels beside
+    their atoms; on this pocket 15 of its 37 pairs still agree, over the 40 % asked once the 3 pairs too far apart to
+    be chain neighbours are set aside, and the scale is as right."""
     from misi_agent.tools.image_tasks import solve_docking
 
     q, atoms = _one_item(tmp_path, "docking", renderer)
     ans = solve_docking(q.image_paths(tmp_path))
     _assert_label_scale(ans.details["pocket_reconstruction"], -float(atoms["pocket_front/coords"][:, 2].mean()),
-                        renderer)
+                        ruled=True)
+
+
+@pytest.mark.parametrize("renderer", ["pymol", "raster"])
+def test_zoom_ratio_is_measured_whatever_the_scale(tmp_path, renderer):
+    """Image 4 fixes the share of the camera distance the scene came closer, at any Å scale: the reconstruction
+    put at half or twice its distance gives the same share, within 0.5 % of the truth."""
+    from misi_agent.tools.image_tasks import _at_distance, views_of, zoom_ratio
+    from misi_agent.tools.reconstruction import reconstruct
+
+    q, atoms = _one_item(tmp_path, "zooming", renderer)
+    images = q.image_paths(tmp_path)
+    rec = reconstruct(views_of(images[:3]))
+    true = float(q.answer.split()[-1]) / -float(atoms["front/coords"][:, 2].mean())
+    for k in (0.5, 1.0, 2.0):
+        rho = zoom_ratio(images, _at_distance(rec, k * rec.distance, "test"))
+        assert rho is not None and abs(rho / true - 1) < 0.005, (k, rho, true)
 
 
 @pytest.mark.parametrize("renderer", ["pymol", "raster"])
 def test_zoom_from_images_takes_its_scale_from_the_residue_labels_where_they_agree(tmp_path, renderer):
-    """T3 needs the camera distance within ~1 %: on PyMOL the residue labels' CA-CA steps give it and the answer
-    follows it; on the raster renderer, whose labels are moved beside their atoms, the labels' pairs do not agree
-    enough and the ligand's balls keep the scale."""
+    """T3 needs the camera distance within ~1 %: on PyMOL the residue labels' CA-CA steps, in the three initial
+    views and in image 4 (the front camera moved in), give it and the answer follows it; on the raster renderer,
+    whose labels are moved beside their atoms, the labels' pairs do not agree enough and the ligand's balls keep
+    the scale."""
     from misi_agent.tools.image_tasks import solve_zoom
 
     q, atoms = _one_item(tmp_path, "zooming", renderer)
     ans = solve_zoom(q.image_paths(tmp_path))
-    _assert_label_scale(ans.details["reconstruction"], -float(atoms["front/coords"][:, 2].mean()), renderer)
+    _assert_label_scale(ans.details["reconstruction"], -float(atoms["front/coords"][:, 2].mean()),
+                        ruled=renderer == "pymol")
     if renderer == "pymol":
         assert abs(float(ans.answer.split()[-1]) - float(q.answer.split()[-1])) <= 2, (ans.answer, q.answer)
 

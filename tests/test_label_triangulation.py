@@ -16,7 +16,8 @@ from misi_agent.camera import Camera
 from misi_agent.structure import load_complex
 from misi_agent.tools.label_reading import read_labels
 from misi_agent.tools.label_spotting import spotters
-from misi_agent.tools.label_triangulation import label_offset, text_places, text_point, triangulate, cameras
+from misi_agent.tools.label_triangulation import (cameras, dolly_camera, label_offset, text_places, text_point,
+                                                  triangulate)
 from misi_agent.tools.reconstruction import reconstruct
 from render_support import VIEWS, six_views
 
@@ -57,6 +58,25 @@ def test_true_projections_triangulate_to_the_atom(pymol_7n4w):
         obs = [(cams[v], Camera(512, 512).project(scenes[v].coords[i][None])[0][0]) for v in VIEWS]
         p = triangulate(obs) * D - np.array([0.0, 0.0, D])
         assert np.linalg.norm(p - scenes["front"].coords[i]) < 0.05
+
+
+def test_the_view_after_a_zoom_is_the_front_camera_moved_in(pymol_7n4w):
+    """Image 4 of a zooming item (the scene moved d toward the camera) is the front camera moved d / D of the way
+    in: it projects each atom where that picture has it, and its rays meet the left view's at the atom."""
+    scenes, _, _, rec = pymol_7n4w
+    lig, _ = _ligand(scenes["front"])
+    D = -float(scenes["front"].centroid[2])
+    d = 50.0
+    after, left = dolly_camera(rec, d / D), cameras(rec, ["left"])["left"]
+    front = scenes["front"].coords
+    for i in lig[:5]:
+        seen = Camera(512, 512).project((front[i] + [0.0, 0.0, d])[None])[0][0]
+        norm = (front[i] - scenes["front"].centroid) / D
+        assert np.allclose(after.project(norm[None])[0][0], seen, atol=1e-6)
+        obs = [(after, seen), (left, Camera(512, 512).project(scenes["left"].coords[i][None])[0][0])]
+        assert np.linalg.norm(triangulate(obs) * D - np.array([0.0, 0.0, D]) - front[i]) < 0.05
+    # the unmoved front camera (distance 1) sees the same rays elsewhere: the distance matters
+    assert not np.allclose(cameras(rec, ["front"])["front"].project(norm[None])[0][0], seen, atol=1.0)
 
 
 def test_label_offset_is_learnt_from_the_pictures(pymol_7n4w):

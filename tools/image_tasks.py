@@ -149,30 +149,31 @@ def solve_rotation(images: Sequence[Any], rec: Reconstruction | None = None) -> 
 def solve_zoom(images: Sequence[Any], rec: Reconstruction | None = None) -> SpatialAnswer:
     """T3 from the pictures: the ``move z d`` (40..60 Å) that best predicts image 4.
 
-    The after-image fixes d relative to the camera distance (d / D) precisely, but d in Å
-    needs the Å scale. The after-image's ligand balls are drawn 2-3 times larger than in the
-    initial views, so their apparent size (measured to a fraction of a pixel,
-    :func:`subpixel_ball_radius`) gives the scale better: with the ratio ρ = d / D from the best
-    candidate (refined between neighbouring candidates), each ball matched to a reconstructed
-    ligand atom at normalised depth t gives D = f·r / (r_px · (t − ρ)); the median rescales the
-    reconstruction and the candidates are scored again. Before the balls, the residue labels of the initial views
-    are tried as a ruler (:func:`_zoom_label_distance`, where no reconstruction is passed in): where most of their
-    consecutive pairs agree, their scale is taken and the balls are not used (PyMOL 0 → 42 on 50 test items,
-    raster unchanged, ``eval/results/zoom_scale.md``).
+    The after-image fixes the share ρ = d / D of the camera distance D the scene came closer, whatever the Å scale
+    (:func:`zoom_ratio`: with the true D, ρ · D lands in the right 1 Å bin on 50 of 50 items of either renderer);
+    d in Å needs D within about 1 %. Where no reconstruction is passed in, the residue labels give D first
+    (:func:`_zoom_label_distance`): PyMOL draws each at its CA, two consecutive CAs lie one CA–CA step apart, and the
+    labels of the initial views and of image 4 (a fourth camera ρ · D ahead of the front one, where the zoomed
+    labels stand clear of each other) are triangulated together. Where they do not rule, the after-image's ligand
+    balls are drawn 2-3 times larger than in the initial views and their apparent size (measured to a fraction of a
+    pixel, :func:`subpixel_ball_radius`) gives the scale: each ball matched to a reconstructed ligand atom at
+    normalised depth t gives D = f·r / (r_px · (t − ρ)); the median rescales the reconstruction and the candidates
+    are scored again (PyMOL 0 → 42 → 72 on 50 test items with the labels of the initial views, then of image 4;
+    raster 42, its labels moved beside their atoms; ``eval/results/zoom_scale.md``).
     """
     images = G._check_images(images, T.ZOOMING)
     ruler = rec is None  # a reconstruction passed in keeps its scale (an oracle's is exact)
     rec = rec if rec is not None else reconstruct(views_of(images[:3]))
     values = list(T.ZOOM_GRID.values())
     candidates = [[Command("move", "z", v)] for v in values]
+    rho = zoom_ratio(images, rec)
     if ruler:
-        D, source = _zoom_label_distance(images, rec)
+        D, source = _zoom_label_distance(images, rec, rho)
         if D is not None:
             return _unit(T.ZOOMING, images, candidates, _at_distance(rec, D, f"{source} (the ligand gave "
                                                                              f"{rec.distance:.1f} A)"))
         rec = replace(rec, notes=tuple(rec.notes) + (source,))
     first = _unit(T.ZOOMING, images, candidates, rec)
-    rho = _zoom_ratio(first, rec)
     D = _after_ball_distance(images, rec, rho) if rho is not None else None
     known = not rec.scale_source.startswith("default")  # a default scale may be far off: accept any estimate
     if D is None or (known and not (0.8 * rec.distance <= D <= 1.25 * rec.distance)):
@@ -184,20 +185,29 @@ def solve_zoom(images: Sequence[Any], rec: Reconstruction | None = None) -> Spat
 ZOOM_RULER_MIN_SHARE = 0.6  # zooming takes the residue labels' scale only when this share of their pairs agree
 
 
-def _zoom_label_distance(images: Sequence[Any], rec: Reconstruction) -> tuple[float | None, str]:
+def _zoom_label_distance(images: Sequence[Any], rec: Reconstruction, rho: float | None) -> tuple[float | None, str]:
     """The initial views' camera distance from the CA–CA steps of consecutive residue labels
-    (:func:`~misi_agent.tools.label_triangulation.residue_label_distance`), for zooming.
+    (:func:`~misi_agent.tools.label_triangulation.residue_label_distance`), for zooming; with ``rho`` (d / D, from
+    :func:`zoom_ratio`) image 4 is a fourth view, the front camera moved ``rho`` of the way in
+    (:func:`~misi_agent.tools.label_triangulation.dolly_camera`).
 
-    Zooming's 1 Å bins need the distance within about 1 %: the after-image fixes d / D to 0.2 %, and PyMOL's ball
-    edges (shaded darker at the rim) put its ball ruler 5–12 % long, so PyMOL zooming scored 0 of 50
-    (``eval/results/zoom_scale.md``). The labels gave −2.2 … +0.8 % (10th–90th percentile, median −0.6 %, with a
-    3.80 Å step; 3.811 Å since) on the 31 of 50 PyMOL items they ruled, where 4–14 pairs agreed and 75–100 % of all:
-    21 of them in the right 1 Å bin, the other 10 within 1 Å. The raster renderer moves its labels
-    beside their atoms; where its pairs still formed a group (4 of 50 zoom items) it held 42–43 % of them and was up
-    to 4 % off, worse than its balls (σ 1.6 %), hence :data:`ZOOM_RULER_MIN_SHARE` over the default 40 %."""
-    from misi_agent.tools.label_triangulation import residue_label_distance
+    Zooming's 1 Å bins need the distance within about 1 %; PyMOL's ball edges (shaded darker at the rim) put its
+    ball ruler 5–12 % long (``eval/results/zoom_scale.md``). The labels of the three initial views ruled 31 of 50
+    PyMOL items; with image 4, whose labels are drawn as large as before over a scene 1.5–4 times larger and so
+    stand clear of each other, 48 (4–23 agreeing pairs), their distance −1.7 … +0.8 % of the truth (10th–90th
+    percentile). What is left is chemistry: the mean CA–CA step differs by refinement program (3.805 Å in most
+    entries, 3.85 Å in a third, most of them refined with REFMAC), which the pictures cannot tell. The raster
+    renderer moves its labels beside their atoms; where its pairs still formed a group (4 of 50 zoom items) it
+    held 42–43 % of them and was up to 4 % off, worse than its balls (σ 1.6 %), hence
+    :data:`ZOOM_RULER_MIN_SHARE` over the default 40 %."""
+    from misi_agent.tools.label_triangulation import dolly_camera, residue_label_distance
 
-    return residue_label_distance(rec, _residue_labels(views_of(images[:3])), min_share=ZOOM_RULER_MIN_SHARE)
+    views = views_of(images[:3])
+    cams = {}
+    if rho is not None and 0.0 < rho < 1.0:
+        views["after"] = images[3]
+        cams["after"] = dolly_camera(rec, rho)
+    return residue_label_distance(rec, _residue_labels(views), min_share=ZOOM_RULER_MIN_SHARE, extra_cams=cams)
 
 
 def _residue_labels(images_by_view: Mapping[str, Any]) -> dict[str, Any]:
@@ -217,19 +227,28 @@ def _at_distance(rec: Reconstruction, D: float, source: str) -> Reconstruction:
                    cloud=(rec.cloud - rec.center) * k + np.array([0.0, 0.0, -D]), distance=D, scale_source=source)
 
 
-def _zoom_ratio(ans: SpatialAnswer, rec: Reconstruction) -> float | None:
-    """d / D of the best zoom candidate, refined by a parabola through its neighbours' costs."""
-    try:
-        best = float(ans.answer.split()[-1])
-    except (ValueError, IndexError):
+ZOOM_RATIOS = np.round(np.arange(0.20, 0.951, 0.01), 2)  # d / D tried by :func:`zoom_ratio` (40..60 Å at 42..300 Å)
+
+
+def zoom_ratio(images: Sequence[Any], rec: Reconstruction) -> float | None:
+    """d / D of the zoom that best predicts image 4, whatever the reconstruction's Å scale: the scene moved a share
+    ``ρ`` of its camera distance closer looks the same at any scale, so the shares :data:`ZOOM_RATIOS` are scored
+    (the reconstruction moved ``ρ · rec.distance``) and the best refined by a parabola through its neighbours. The
+    candidates of the answer (40..60 Å at the reconstruction's scale) would clip ``ρ`` where that scale is off."""
+    rec, sp, cam, _ = _front(images, rec)
+    an = image_analysis(images[3], sp.names)
+    costs = np.asarray(score_candidates(an, sp, cam, [[Command("move", "z", float(k * rec.distance))]
+                                                      for k in ZOOM_RATIOS]), float)
+    if not np.isfinite(costs).any():
         return None
-    costs = {float(c.text.split()[-1]): c.score for c in ans.top}
-    lo, hi = costs.get(best - 1), costs.get(best + 1)
-    if lo is not None and hi is not None:
-        den = lo - 2 * costs[best] + hi
-        if den > 1e-9:
-            best += float(np.clip(0.5 * (lo - hi) / den, -0.5, 0.5))
-    return best / rec.distance
+    j = int(np.nanargmin(costs))
+    best = float(ZOOM_RATIOS[j])
+    if 0 < j < len(costs) - 1:
+        lo, c, hi = costs[j - 1], costs[j], costs[j + 1]
+        den = lo - 2 * c + hi
+        if np.isfinite(den) and den > 1e-12:
+            best += 0.01 * float(np.clip(0.5 * (lo - hi) / den, -0.5, 0.5))
+    return best
 
 
 def subpixel_ball_radius(value: np.ndarray, x: float, y: float, r0: float, n: int = 32) -> float | None:

@@ -45,6 +45,10 @@ CA_CA_A = 3.811  # Å between consecutive CAs (trans peptide): mean of 2739 pair
 RULER_TOL = 0.04  # estimates within this share of each other count as one scale
 RULER_MIN_PAIRS = 4  # the densest scale must rest on this many consecutive label pairs ...
 RULER_MIN_SHARE = 0.4  # ... and this share of all pairs (labels drawn beside their atoms scatter: raster T9 <= 0.23)
+RULER_APART = 0.6  # pairs whose estimate is below this share of the densest one's are no chain neighbours (labels
+# over CA_CA_A / 0.6 = 6.4 Å apart at that scale: residues of two chains numbered alike) and do not count among all
+RULER_MIN_SHARE_ALL = 0.25  # ... but the densest group must hold this share of all pairs, the far ones included: among
+# scattered labels a spurious dense group makes most others look far apart (raster T9 7d5c: 8 of 52, 1.19x the truth)
 POINT_SIGMA_A = 0.3  # Å: the uncertainty of a placed atom (0.1–0.5 Å from the true one where views agree, PyMOL)
 
 
@@ -71,6 +75,12 @@ def cameras(rec, views: Any, fov_deg: float | None = None) -> dict[str, NormView
         except (KeyError, ValueError):
             continue
     return out
+
+
+def dolly_camera(rec, advance: float, view: str = "front") -> NormView:
+    """The camera of ``view`` moved ``advance`` (a share of the camera distance) toward the scene: the view after
+    ``move z d`` with ``advance`` = d / D."""
+    return replace(cameras(rec, [view])[view], distance=1.0 - float(advance))
 
 
 def normalised(rec, xyz: np.ndarray) -> np.ndarray:
@@ -129,7 +139,7 @@ def triangulate(obs: list[tuple[NormView, np.ndarray]]) -> np.ndarray:
     for cam, uv in obs:
         s = cam.rays(np.asarray(uv, float)[None])[0]
         A += [cam.R[0] + s[0] * cam.R[2], cam.R[1] + s[1] * cam.R[2]]
-        b += [s[0], s[1]]
+        b += [s[0] * cam.distance, s[1] * cam.distance]
     return np.linalg.lstsq(np.array(A), np.array(b), rcond=None)[0]
 
 
@@ -149,13 +159,14 @@ def text_places(labels: Mapping[str, Any], spotters: Mapping[str, Mapping[str, A
 
 
 def text_point(rec, places: Mapping[str, list[np.ndarray]], offset: np.ndarray, text: str = "",
-               min_views: int = 2) -> LabelPoint | None:
+               min_views: int = 2, extra_cams: Mapping[str, NormView] | None = None) -> LabelPoint | None:
     """The atom under a text placed at ``places`` (:func:`text_places`), labels drawn ``offset`` px from their atoms.
 
     Every pair of places in two views on different axes is intersected; the intersection most views agree with
     (one of their places within :data:`AGREE_PX`; ties: the smaller summed distance) is refined over those views.
-    None when fewer than ``min_views`` views agree or they do not span two axes."""
-    cams = cameras(rec, places)
+    None when fewer than ``min_views`` views agree or they do not span two axes. ``extra_cams``: cameras of views that
+    are not canonical (:func:`dolly_camera`), by the names ``places`` gives them."""
+    cams = {**cameras(rec, places), **{v: c for v, c in (extra_cams or {}).items() if v in places}}
     pts = {v: [np.asarray(p, float) - offset for p in ps] for v, ps in places.items() if v in cams}
     best: list[tuple[str, np.ndarray, float]] = []
     for a, b in itertools.combinations(sorted(pts), 2):
@@ -183,21 +194,25 @@ def text_point(rec, places: Mapping[str, list[np.ndarray]], offset: np.ndarray, 
     return LabelPoint(text, _angstrom(rec, p), tuple(v for v, _, _ in best), res)
 
 
-def residue_label_distance(rec, labels: Mapping[str, Any],
-                           min_share: float = RULER_MIN_SHARE) -> tuple[float | None, str]:
+def residue_label_distance(rec, labels: Mapping[str, Any], min_share: float = RULER_MIN_SHARE,
+                           extra_cams: Mapping[str, NormView] | None = None) -> tuple[float | None, str]:
     """The camera distance (Å) that puts consecutive residues' labels :data:`CA_CA_A` apart, and how it was found.
 
     Where a renderer draws each residue's label at its CA (PyMOL), the labels of residues ``n`` and ``n + 1``
     (``ARG 45``, ``GLY 46``), triangulated (:func:`text_point`, no offset: a shared offset cancels in the
     difference), lie one CA–CA step apart in the reconstruction's normalised frame, whatever the ligand shows;
-    each such pair gives ``CA_CA_A / distance``. The densest group of these estimates (within
-    :data:`RULER_TOL` of each other) is taken when it holds :data:`RULER_MIN_PAIRS` pairs and
-    ``min_share`` (default :data:`RULER_MIN_SHARE`) of all: misread numbers, cis peptides and labels drawn at a
-    side-chain centroid fall outside it, and where labels are moved beside their atoms (the raster renderer) a
-    group is seldom that dense and the answer is then None. Measured on 20 PyMOL T9 test items and 20 of the training split: 0.98–1.02 of the
-    true distance on every item (5–46 pairs, 56–100 % of them in the group; the ligand's balls gave 0.37–1.21), none
-    taken on the 20 raster T9 test items (10–23 %); on 50 T7 pockets (no ligand drawn): PyMOL 6z14 0.997, raster
-    6 of 50 taken (40–61 %), all 0.979–1.004 of the truth (``eval/results/label_spotting.md``).
+    each such pair gives ``CA_CA_A / distance``. The densest group of these estimates (within :data:`RULER_TOL` of
+    each other) is taken when it holds :data:`RULER_MIN_PAIRS` pairs, ``min_share`` (default
+    :data:`RULER_MIN_SHARE`) of all but those that put their labels too far apart to be chain neighbours at its
+    scale (:data:`RULER_APART`: in a dimer's pocket, ``ILE 50`` of one chain and ``TYR 51`` of the other), and
+    :data:`RULER_MIN_SHARE_ALL` of all: misread numbers, cis peptides and labels drawn at a side-chain centroid fall
+    outside it, and where labels are moved beside their atoms (the raster renderer) a group is seldom that dense
+    and the answer is then None. ``extra_cams``: cameras of views that are not canonical (image 4 of a zooming
+    item, :func:`dolly_camera`), by their names in ``labels``. Measured on 20 PyMOL T9 test items and 20 of the
+    training split: 0.98–1.02 of the true distance on every item (5–46 pairs, 56–100 % of them in the group; the
+    ligand's balls gave 0.37–1.21), none taken on the 20 raster T9 test items (10–23 %); on 50 T7 pockets (no
+    ligand drawn): PyMOL 6z14 0.997, raster 6 of 50 taken (40–61 %), all 0.979–1.004 of the truth
+    (``eval/results/label_spotting.md``); the far pairs set aside: see ``eval/results/zoom_scale.md``.
     """
     texts = sorted({str(lab.reading or "").strip().upper() for labs in labels.values()
                     for lab in labs.of_kind("residue")} - {""})
@@ -206,7 +221,7 @@ def residue_label_distance(rec, labels: Mapping[str, Any],
         m = re.fullmatch(r"[A-Z]{3} (\d+)", t)
         if not m:
             continue
-        p = text_point(rec, text_places(labels, None, "residue", t), np.zeros(2), t)
+        p = text_point(rec, text_places(labels, None, "residue", t), np.zeros(2), t, extra_cams=extra_cams)
         if p is not None:
             numbered.setdefault(int(m.group(1)), []).append(normalised(rec, p.coords[None])[0])
     est = np.array([CA_CA_A / d for n, ps in numbered.items() for a in ps for b in numbered.get(n + 1, [])
@@ -216,9 +231,13 @@ def residue_label_distance(rec, labels: Mapping[str, Any],
     counts = [(np.abs(est / c - 1) <= RULER_TOL).sum() for c in est]
     k = int(np.argmax(counts))
     group = est[np.abs(est / est[k] - 1) <= RULER_TOL]
-    if len(group) < RULER_MIN_PAIRS or len(group) < min_share * len(est):
-        return None, f"consecutive residue labels disagree ({len(group)} of {len(est)} pairs on one scale)"
-    return float(np.median(group)), f"CA-CA of {len(group)} of {len(est)} consecutive residue label pairs"
+    near = int(np.sum(est >= RULER_APART * np.median(group)))
+    if (len(group) < RULER_MIN_PAIRS or len(group) < min_share * near
+            or len(group) < RULER_MIN_SHARE_ALL * len(est)):
+        return None, (f"consecutive residue labels disagree ({len(group)} of {near} pairs on one scale"
+                      f"{f', {len(est) - near} far apart' if near < len(est) else ''})")
+    return float(np.median(group)), (f"CA-CA of {len(group)} of {near} consecutive residue label pairs"
+                                     f"{f' ({len(est) - near} far apart)' if near < len(est) else ''}")
 
 
 def rescaled_by_residue_labels(images_by_view: Mapping[str, Any], views, rec, labels: Mapping[str, Any]):

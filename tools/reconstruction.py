@@ -151,31 +151,34 @@ class Reconstruction:
 
 @dataclass(frozen=True)
 class NormView:
-    """One canonical view in normalised units: the centroid at depth 1 on the optical axis."""
+    """One canonical view in normalised units: the centroid at depth ``distance`` (1 for the initial views; a view
+    after ``move z d`` of a scene D Å away sees it at 1 − d / D) on the optical axis."""
 
     name: str
     width: int
     height: int
     focal: float
     R: np.ndarray  # front frame (centroid-relative) -> this view's frame
+    distance: float = 1.0
 
     def project(self, P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Pixels (..., 2) and depths (...) of centroid-relative normalised front-frame points (..., 3)
         (nan pixels behind the camera)."""
         q = np.asarray(P, float) @ self.R.T
-        depth = 1.0 - q[..., 2]
+        depth = self.distance - q[..., 2]
         safe = np.where(depth > 1e-6, depth, np.nan)
         return np.stack([self.width / 2.0 + self.focal * q[..., 0] / safe,
                          self.height / 2.0 - self.focal * q[..., 1] / safe], axis=-1), depth
 
     def rays(self, uv: np.ndarray) -> np.ndarray:
-        """Per pixel the (dx, dy) slope of its ray: a point at depth t is (dx t, dy t, 1 − t) in this view's frame."""
+        """Per pixel the (dx, dy) slope of its ray: a point at depth t is (dx t, dy t, distance − t) in this view's
+        frame."""
         return np.stack([(uv[:, 0] - self.width / 2.0) / self.focal, -(uv[:, 1] - self.height / 2.0) / self.focal], 1)
 
     def unproject(self, uv: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Front-frame normalised points of pixels ``uv`` at depths ``t``."""
         s = self.rays(uv)
-        q = np.stack([s[:, 0] * t, s[:, 1] * t, 1.0 - t], axis=1)
+        q = np.stack([s[:, 0] * t, s[:, 1] * t, self.distance - t], axis=1)
         return q @ self.R
 
 
