@@ -182,7 +182,8 @@ def solve_zoom(images: Sequence[Any], rec: Reconstruction | None = None) -> Spat
                  _at_distance(rec, D, rec.scale_source + "; refined by the after-image's ligand balls"))
 
 
-ZOOM_RULER_MIN_SHARE = 0.6  # zooming takes the residue labels' scale only when this share of their pairs agree
+ZOOM_RULER_MIN_SHARE = 0.6  # zooming takes the residue labels' scale only when this share of their pairs (those not
+# too far apart to be chain neighbours) agree
 
 
 def _zoom_label_distance(images: Sequence[Any], rec: Reconstruction, rho: float | None) -> tuple[float | None, str]:
@@ -194,17 +195,20 @@ def _zoom_label_distance(images: Sequence[Any], rec: Reconstruction, rho: float 
     Zooming's 1 Å bins need the distance within about 1 %; PyMOL's ball edges (shaded darker at the rim) put its
     ball ruler 5–12 % long (``eval/results/zoom_scale.md``). The labels of the three initial views ruled 31 of 50
     PyMOL items; with image 4, whose labels are drawn as large as before over a scene 1.5–4 times larger and so
-    stand clear of each other, 48 (4–23 agreeing pairs), their distance −1.7 … +0.8 % of the truth (10th–90th
-    percentile). What is left is chemistry: the mean CA–CA step differs by refinement program (3.805 Å in most
-    entries, 3.85 Å in a third, most of them refined with REFMAC), which the pictures cannot tell. The raster
-    renderer moves its labels beside their atoms; where its pairs still formed a group (4 of 50 zoom items) it
-    held 42–43 % of them and was up to 4 % off, worse than its balls (σ 1.6 %), hence
-    :data:`ZOOM_RULER_MIN_SHARE` over the default 40 %."""
+    stand clear of each other, 48 (49 with pairs too far apart to be chain neighbours set aside; 4–23 agreeing
+    pairs), their distance −1.7 … +0.8 % of the truth (10th–90th percentile). What is left is chemistry: the mean
+    CA–CA step differs by refinement program (3.805 Å in most entries, 3.85 Å in a third, most of them refined with
+    REFMAC), which the pictures cannot tell. The labels are drawn at a fixed size: at 768 px PyMOL zooming scored 95
+    on 20 items, at 384 px 10 (labels piled, 7 of 20 ruled). The raster renderer moves its labels beside their
+    atoms; with the initial views alone, where its pairs still formed a group (4 of 50 zoom items), it held 42–43 %
+    of them and was up to 4 % off, worse than its balls (σ 1.6 %), hence :data:`ZOOM_RULER_MIN_SHARE` over the
+    default 40 % (with image 4: refused on all 50). Image 4 is read only where ``rho`` was measured (not clipped at
+    an end of :data:`ZOOM_RATIOS`)."""
     from misi_agent.tools.label_triangulation import dolly_camera, residue_label_distance
 
     views = views_of(images[:3])
     cams = {}
-    if rho is not None and 0.0 < rho < 1.0:
+    if rho is not None:
         views["after"] = images[3]
         cams["after"] = dolly_camera(rec, rho)
     return residue_label_distance(rec, _residue_labels(views), min_share=ZOOM_RULER_MIN_SHARE, extra_cams=cams)
@@ -227,7 +231,8 @@ def _at_distance(rec: Reconstruction, D: float, source: str) -> Reconstruction:
                    cloud=(rec.cloud - rec.center) * k + np.array([0.0, 0.0, -D]), distance=D, scale_source=source)
 
 
-ZOOM_RATIOS = np.round(np.arange(0.20, 0.951, 0.01), 2)  # d / D tried by :func:`zoom_ratio` (40..60 Å at 42..300 Å)
+ZOOM_RATIOS = np.round(np.arange(0.20, 0.951, 0.01), 2)  # d / D tried by :func:`zoom_ratio` (some d of 40..60 Å fits
+# any camera distance of 42..300 Å)
 
 
 def zoom_ratio(images: Sequence[Any], rec: Reconstruction) -> float | None:
@@ -242,6 +247,8 @@ def zoom_ratio(images: Sequence[Any], rec: Reconstruction) -> float | None:
     if not np.isfinite(costs).any():
         return None
     j = int(np.nanargmin(costs))
+    if j in (0, len(costs) - 1):  # the best at an end of the grid: clipped, not measured
+        return None
     best = float(ZOOM_RATIOS[j])
     if 0 < j < len(costs) - 1:
         lo, c, hi = costs[j - 1], costs[j], costs[j + 1]
@@ -375,7 +382,8 @@ def solve_docking(images: Sequence[Any], pocket: Reconstruction | None = None,
 
     The pocket (images 1-3) and the displaced ligand (images 4-6) are reconstructed each in its
     own frame, the pocket at its residue labels' scale where they give one (:func:`_pocket_at_label_scale`; 50 test
-    items, PyMOL 45.82 → 50.33, raster 59.64 → 59.49, ``eval/results/label_spotting.md``); image 7 (both, front
+    items, PyMOL 45.82 → 50.33, raster 59.64 → 59.49 → 60.49 with label pairs too far apart to be chain neighbours set
+    aside, ``eval/results/label_spotting.md``, ``zoom_scale.md``); image 7 (both, front
     view) places them together: the pocket's points are registered to it (its camera), then the ligand's to the
     pixels the pocket leaves unexplained. Every roll of the grid (about the ligand's centre) and every whole-Å
     x-move is scored by the pocket contacts of the ligand's atoms, clashes and possible H-bonds

@@ -246,7 +246,8 @@ def _sweep(src: ViewData, others: Sequence[ViewData], uv: np.ndarray, cls: np.nd
            chunk: int = 400) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For pixels ``uv`` of classes ``cls`` in ``src``: best depth, its mean cost per other view, whether
     another view sees it, and whether a distant second depth is nearly as good (ambiguous)."""
-    ts = np.arange(1.0 - SWEEP_RANGE, 1.0 + SWEEP_RANGE + 1e-9, SWEEP_STEP)
+    centre = src.cam.distance  # the centroid's depth: 1 for the canonical views the reconstruction is built from
+    ts = np.arange(centre - SWEEP_RANGE, centre + SWEEP_RANGE + 1e-9, SWEEP_STEP)
     n = len(uv)
     best_t = np.full(n, np.nan)
     best_c = np.full(n, np.inf)
@@ -258,7 +259,8 @@ def _sweep(src: ViewData, others: Sequence[ViewData], uv: np.ndarray, cls: np.nd
     for a in range(0, n, chunk):
         b = min(n, a + chunk)
         s = slopes[a:b]
-        q = np.stack([s[:, None, 0] * ts[None], s[:, None, 1] * ts[None], 1.0 - np.broadcast_to(ts, (b - a, len(ts)))], -1)
+        q = np.stack([s[:, None, 0] * ts[None], s[:, None, 1] * ts[None],
+                      centre - np.broadcast_to(ts, (b - a, len(ts)))], -1)
         P = q @ Rt  # (m, T, 3) front frame
         total = np.zeros((b - a, len(ts)))
         seen_any = np.zeros((b - a, len(ts)), bool)
