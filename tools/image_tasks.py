@@ -250,11 +250,10 @@ def zoom_ratio(images: Sequence[Any], rec: Reconstruction) -> float | None:
     if j in (0, len(costs) - 1):  # the best at an end of the grid: clipped, not measured
         return None
     best = float(ZOOM_RATIOS[j])
-    if 0 < j < len(costs) - 1:
-        lo, c, hi = costs[j - 1], costs[j], costs[j + 1]
-        den = lo - 2 * c + hi
-        if np.isfinite(den) and den > 1e-12:
-            best += 0.01 * float(np.clip(0.5 * (lo - hi) / den, -0.5, 0.5))
+    lo, c, hi = costs[j - 1], costs[j], costs[j + 1]
+    den = lo - 2 * c + hi
+    if np.isfinite(den) and den > 1e-12:
+        best += float(ZOOM_RATIOS[1] - ZOOM_RATIOS[0]) * float(np.clip(0.5 * (lo - hi) / den, -0.5, 0.5))
     return best
 
 
