@@ -113,11 +113,16 @@ def _record(an, sp: ScenePoints, cam: ViewCamera, rec: Reconstruction) -> Regist
                         q["matched"], q["explained"], q["tol"], bool(ok), q["n_in_image"], (), notes)
 
 
-def _front(images: Sequence[Any], rec: Reconstruction | None) -> tuple[Reconstruction, ScenePoints, ViewCamera, Registration]:
-    rec = rec if rec is not None else reconstruct(views_of(images[:3]))
+def _scene_camera(images: Sequence[Any], rec: Reconstruction) -> tuple[ScenePoints, ViewCamera, Any]:
+    """The reconstruction's matchable points, the benchmark camera of the pictures and image 1's analysis."""
     sp = cloud_points(rec)
     an0 = image_analysis(images[0], sp.names)
-    cam = ViewCamera(an0.width, an0.height)
+    return sp, ViewCamera(an0.width, an0.height), an0
+
+
+def _front(images: Sequence[Any], rec: Reconstruction | None) -> tuple[Reconstruction, ScenePoints, ViewCamera, Registration]:
+    rec = rec if rec is not None else reconstruct(views_of(images[:3]))
+    sp, cam, an0 = _scene_camera(images, rec)
     return rec, sp, cam, _record(an0, sp, cam, rec)
 
 
@@ -240,7 +245,7 @@ def zoom_ratio(images: Sequence[Any], rec: Reconstruction) -> float | None:
     ``ρ`` of its camera distance closer looks the same at any scale, so the shares :data:`ZOOM_RATIOS` are scored
     (the reconstruction moved ``ρ · rec.distance``) and the best refined by a parabola through its neighbours. The
     candidates of the answer (40..60 Å at the reconstruction's scale) would clip ``ρ`` where that scale is off."""
-    rec, sp, cam, _ = _front(images, rec)
+    sp, cam, _ = _scene_camera(images, rec)  # no registration record: only the costs are wanted
     an = image_analysis(images[3], sp.names)
     costs = np.asarray(score_candidates(an, sp, cam, [[Command("move", "z", float(k * rec.distance))]
                                                       for k in ZOOM_RATIOS]), float)
