@@ -188,6 +188,27 @@ def test_zoom_from_images_takes_its_scale_from_the_residue_labels_where_they_agr
         assert abs(float(ans.answer.split()[-1]) - float(q.answer.split()[-1])) <= 2, (ans.answer, q.answer)
 
 
+def test_zoom_takes_a_small_label_group_where_no_balls_give_the_scale(tmp_path):
+    """At 384 px PyMOL piles its labels on the ligand: no ligand balls give image 4's scale and only 4 consecutive
+    residue label pairs are read (3 agree, under the 4 the labels need to rule). The agreeing three then set the
+    camera distance (within 3 %) instead of the reconstruction's own scale from a few ligand atoms (44 % short
+    here), and the answer lands within 1 Å."""
+    import numpy as np
+
+    from misi_agent.cli import main
+    from misi_agent.tools.image_tasks import solve_zoom
+
+    assert main(["bench", "generate", "--structures", str(FIXTURES), "--out", str(tmp_path), "--tasks", "zooming",
+                 "--per-task", "3", "--split", "all", "--renderer", "pymol", "--seed", "2", "--size", "384"]) == 0
+    q = next(q for q in read_questions(tmp_path / "questions.jsonl") if q.id.startswith("zooming-7oeo"))
+    true_d = -float(np.load(tmp_path / "items" / q.id / "atoms.npz")["front/coords"][:, 2].mean())
+    ans = solve_zoom(q.image_paths(tmp_path))
+    rec = ans.details["reconstruction"]
+    assert "too few to rule" in rec["scale_source"] and "too few ligand balls" in " ".join(rec["notes"]), rec
+    assert abs(rec["distance_A"] / true_d - 1) < 0.03, (rec, true_d)
+    assert abs(float(ans.answer.split()[-1]) - float(q.answer.split()[-1])) <= 1, (ans.answer, q.answer)
+
+
 def test_report_redraw_keeps_the_recorded_notes(tmp_path):
     """eval/image_grounding.py --redraw rewrites the tables from the saved results and keeps the
     '## Note' sections recorded under them (they hold measurements that are nowhere else)."""

@@ -198,14 +198,15 @@ def text_point(rec, places: Mapping[str, list[np.ndarray]], offset: np.ndarray, 
 
 
 def residue_label_distance(rec, labels: Mapping[str, Any], min_share: float = RULER_MIN_SHARE,
-                           extra_cams: Mapping[str, NormView] | None = None) -> tuple[float | None, str]:
+                           extra_cams: Mapping[str, NormView] | None = None,
+                           min_pairs: int = RULER_MIN_PAIRS) -> tuple[float | None, str]:
     """The camera distance (Å) that puts consecutive residues' labels :data:`CA_CA_A` apart, and how it was found.
 
     Where a renderer draws each residue's label at its CA (PyMOL), the labels of residues ``n`` and ``n + 1``
     (``ARG 45``, ``GLY 46``), triangulated (:func:`text_point`, no offset: a shared offset cancels in the
     difference), lie one CA–CA step apart in the reconstruction's normalised frame, whatever the ligand shows;
     each such pair gives ``CA_CA_A / distance``. The densest group of these estimates (within :data:`RULER_TOL` of
-    each other) is taken when it holds :data:`RULER_MIN_PAIRS` pairs, ``min_share`` (default
+    each other) is taken when it holds ``min_pairs`` (default :data:`RULER_MIN_PAIRS`) pairs, ``min_share`` (default
     :data:`RULER_MIN_SHARE`) of all but those that put their labels too far apart to be chain neighbours at its
     scale (:data:`RULER_APART`: in a dimer's pocket, ``ILE 50`` of one chain and ``TYR 51`` of the other), and
     :data:`RULER_MIN_SHARE_ALL` of all: misread numbers, cis peptides and labels drawn at a side-chain centroid fall
@@ -240,7 +241,7 @@ def residue_label_distance(rec, labels: Mapping[str, Any], min_share: float = RU
     group = est[np.abs(est / est[k] - 1) <= RULER_TOL]
     near = int(np.sum(est >= RULER_APART * np.median(group)))
     far = f", {len(est) - near} of them too far apart to be neighbours" if near < len(est) else ""
-    if (len(group) < RULER_MIN_PAIRS or len(group) < min_share * near
+    if (len(group) < min_pairs or len(group) < min_share * near
             or len(group) < RULER_MIN_SHARE_ALL * len(est)):
         return None, f"consecutive residue labels disagree ({len(group)} of {len(est)} pairs on one scale{far})"
     return float(np.median(group)), f"CA-CA of {len(group)} of {len(est)} consecutive residue label pairs{far}"
