@@ -166,9 +166,9 @@ def solve_zoom(images: Sequence[Any], rec: Reconstruction | None = None) -> Spat
     are scored again (PyMOL 0 → 42 → 72 on 50 test items with the labels of the initial views, then of image 4;
     raster 42, its labels moved beside their atoms; ``eval/results/zoom_scale.md``). Where no balls give a scale
     either (PyMOL piles its labels on the ligand, most of all in small pictures), a group of 1–3 agreeing label
-    pairs is taken, within :data:`ZOOM_WEAK_RANGE` of the reconstruction's own scale: PyMOL 72 → 74 (50 items at
-    512 px), 10 → 25 (20 items at 384 px, where 1–3 agreeing pairs were 0.95–1.02 of the true distance and the
-    reconstruction's own scale 0.46–1.34); raster unchanged (42), its balls rule.
+    pairs is taken, within :data:`ZOOM_WEAK_RANGE` of the reconstruction's own scale: PyMOL 10 → 25 on 20 items at
+    384 px (1–3 agreeing pairs were 0.95–1.02 of the true distance, the reconstruction's own scale 0.46–1.34); no
+    change on the 50 PyMOL items at 512 px (74) nor on raster (42, its balls rule).
     """
     images = G._check_images(images, T.ZOOMING)
     ruler = rec is None  # a reconstruction passed in keeps its scale (an oracle's is exact)
@@ -177,10 +177,10 @@ def solve_zoom(images: Sequence[Any], rec: Reconstruction | None = None) -> Spat
     candidates = [[Command("move", "z", v)] for v in values]
     rho = zoom_ratio(images, rec)
     if ruler:
-        from misi_agent.tools.label_triangulation import residue_label_distance
+        from misi_agent.tools.label_triangulation import consecutive_label_steps, ruler_distance
 
-        labels, cams = _zoom_labels(images, rec, rho)
-        D, source = residue_label_distance(rec, labels, min_share=ZOOM_RULER_MIN_SHARE, extra_cams=cams)
+        steps = consecutive_label_steps(rec, *_zoom_labels(images, rec, rho))  # triangulated once, decided twice
+        D, source = ruler_distance(steps, ZOOM_RULER_MIN_SHARE)
         if D is not None:
             return _unit(T.ZOOMING, images, candidates, _at_distance(rec, D, f"{source} (the ligand gave "
                                                                              f"{rec.distance:.1f} A)"))
@@ -191,8 +191,7 @@ def solve_zoom(images: Sequence[Any], rec: Reconstruction | None = None) -> Spat
         return _unit(T.ZOOMING, images, candidates,
                      _at_distance(rec, D, rec.scale_source + "; refined by the after-image's ligand balls"))
     if ruler:  # no balls to measure: a smaller group of agreeing label pairs beats the reconstruction's own scale
-        D, source = residue_label_distance(rec, labels, min_share=ZOOM_RULER_MIN_SHARE, extra_cams=cams,
-                                           min_pairs=1)
+        D, source = ruler_distance(steps, ZOOM_RULER_MIN_SHARE, min_pairs=1)
         lo, hi = ZOOM_WEAK_RANGE
         if D is not None and (not known or lo * rec.distance <= D <= hi * rec.distance):
             return _unit(T.ZOOMING, images, candidates, _at_distance(
@@ -203,8 +202,6 @@ def solve_zoom(images: Sequence[Any], rec: Reconstruction | None = None) -> Spat
 
 ZOOM_RULER_MIN_SHARE = 0.6  # zooming takes the residue labels' scale only when this share of their pairs (those not
 # too far apart to be chain neighbours) agree
-
-
 ZOOM_WEAK_RANGE = (0.5, 2.0)  # a label group smaller than RULER_MIN_PAIRS is taken only within this share of the
 # reconstruction's own scale (where that scale is known): on raster pictures such groups gave 0.28-1.62 x the truth
 

@@ -198,15 +198,14 @@ def text_point(rec, places: Mapping[str, list[np.ndarray]], offset: np.ndarray, 
 
 
 def residue_label_distance(rec, labels: Mapping[str, Any], min_share: float = RULER_MIN_SHARE,
-                           extra_cams: Mapping[str, NormView] | None = None,
-                           min_pairs: int = RULER_MIN_PAIRS) -> tuple[float | None, str]:
+                           extra_cams: Mapping[str, NormView] | None = None) -> tuple[float | None, str]:
     """The camera distance (Å) that puts consecutive residues' labels :data:`CA_CA_A` apart, and how it was found.
 
     Where a renderer draws each residue's label at its CA (PyMOL), the labels of residues ``n`` and ``n + 1``
     (``ARG 45``, ``GLY 46``), triangulated (:func:`text_point`, no offset: a shared offset cancels in the
     difference), lie one CA–CA step apart in the reconstruction's normalised frame, whatever the ligand shows;
     each such pair gives ``CA_CA_A / distance``. The densest group of these estimates (within :data:`RULER_TOL` of
-    each other) is taken when it holds ``min_pairs`` (default :data:`RULER_MIN_PAIRS`) pairs, ``min_share`` (default
+    each other) is taken when it holds :data:`RULER_MIN_PAIRS` pairs, ``min_share`` (default
     :data:`RULER_MIN_SHARE`) of all but those that put their labels too far apart to be chain neighbours at its
     scale (:data:`RULER_APART`: in a dimer's pocket, ``ILE 50`` of one chain and ``TYR 51`` of the other), and
     :data:`RULER_MIN_SHARE_ALL` of all: misread numbers, cis peptides and labels drawn at a side-chain centroid fall
@@ -222,6 +221,14 @@ def residue_label_distance(rec, labels: Mapping[str, Any], min_share: float = RU
     shared by the initial views is a smaller shift in image 4, whose scene is larger, so such pairs carry a small
     bias (PyMOL draws residue labels centred on their CAs: 0.5 px).
     """
+    return ruler_distance(consecutive_label_steps(rec, labels, extra_cams), min_share)
+
+
+def consecutive_label_steps(rec, labels: Mapping[str, Any],
+                            extra_cams: Mapping[str, NormView] | None = None) -> np.ndarray:
+    """Per pair of consecutive residues' labels (``ARG 45``, ``GLY 46``) triangulated (:func:`text_point`, no
+    offset), the camera distance that puts them :data:`CA_CA_A` apart: ``CA_CA_A`` / their normalised distance.
+    The triangulation is the costly part of :func:`residue_label_distance`; :func:`ruler_distance` decides."""
     texts = sorted({str(lab.reading or "").strip().upper() for labs in labels.values()
                     for lab in labs.of_kind("residue")} - {""})
     numbered: dict[int, list[np.ndarray]] = {}
@@ -232,8 +239,16 @@ def residue_label_distance(rec, labels: Mapping[str, Any], min_share: float = RU
         p = text_point(rec, text_places(labels, None, "residue", t), np.zeros(2), t, extra_cams=extra_cams)
         if p is not None:
             numbered.setdefault(int(m.group(1)), []).append(normalised(rec, p.coords[None])[0])
-    est = np.array([CA_CA_A / d for n, ps in numbered.items() for a in ps for b in numbered.get(n + 1, [])
-                    if (d := float(np.linalg.norm(a - b))) > 0])
+    return np.array([CA_CA_A / d for n, ps in numbered.items() for a in ps for b in numbered.get(n + 1, [])
+                     if (d := float(np.linalg.norm(a - b))) > 0])
+
+
+def ruler_distance(est: np.ndarray, min_share: float = RULER_MIN_SHARE,
+                   min_pairs: int = RULER_MIN_PAIRS) -> tuple[float | None, str]:
+    """The decision of :func:`residue_label_distance` over the pairs' estimates
+    (:func:`consecutive_label_steps`): the densest group's median where it holds ``min_pairs`` pairs, ``min_share``
+    of those not too far apart and :data:`RULER_MIN_SHARE_ALL` of all; else None. A pure function, so one
+    triangulation serves several thresholds (zooming tries a smaller group where no balls give the scale)."""
     if not len(est):
         return None, "no consecutive residue labels triangulated"
     counts = [(np.abs(est / c - 1) <= RULER_TOL).sum() for c in est]
