@@ -39,7 +39,7 @@ from misi_agent.camera import Command, compose_rigid, format_commands
 from misi_agent.tools import geometric_tasks as G
 from misi_agent.tools.atom_detection import POCKET_CLASSES, as_rgb, find_balls
 from misi_agent.tools.command_search import REFINE_TOP, move_roll_pairs, moves, rank, roll_pairs, rolls, score_candidates
-from misi_agent.tools.reconstruction import BALL_RADIUS_A, Reconstruction, reconstruct
+from misi_agent.tools.reconstruction import BALL_RADIUS_A, BALL_SCALE_SOURCE, Reconstruction, reconstruct
 from misi_agent.tools.registration import (
     FREE_ICP_TAUS,
     OK_EXPLAINED,
@@ -168,7 +168,9 @@ def solve_zoom(images: Sequence[Any], rec: Reconstruction | None = None) -> Spat
     either (PyMOL piles its labels on the ligand, most of all in small pictures), a group of 1–3 agreeing label
     pairs is taken, within :data:`ZOOM_WEAK_RANGE` of the reconstruction's own scale: PyMOL 10 → 25 on 20 items at
     384 px (1–3 agreeing pairs were 0.95–1.02 of the true distance, the reconstruction's own scale 0.46–1.34); no
-    change on the 50 PyMOL items at 512 px (74) nor on raster (42, its balls rule).
+    change on the 50 PyMOL items at 512 px (74) nor on raster (42, its balls rule). The labels are placed to a
+    fraction of a pixel (:func:`~misi_agent.tools.label_spotting.with_refined_residue_centres`): PyMOL 74 → 86 at
+    512 px (50 items), 25 → 70 at 384 px (20); what is left is mostly the CA–CA step of REFMAC entries.
     """
     images = G._check_images(images, T.ZOOMING)
     ruler = rec is None  # a reconstruction passed in keeps its scale (an oracle's is exact)
@@ -209,7 +211,9 @@ ZOOM_WEAK_RANGE = (0.5, 2.0)  # a label group smaller than RULER_MIN_PAIRS is ta
 def _zoom_labels(images: Sequence[Any], rec: Reconstruction, rho: float | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The residue labels the zooming ruler triangulates (:func:`_residue_labels`) and the cameras of the views that
     are not canonical: with ``rho`` (d / D, from :func:`zoom_ratio`) image 4 is a fourth view, the front camera moved
-    ``rho`` of the way in (:func:`~misi_agent.tools.label_triangulation.dolly_camera`).
+    ``rho`` of the way in (:func:`~misi_agent.tools.label_triangulation.dolly_camera`). Each residue label's centre
+    is refined to a fraction of a pixel by its whole text's template
+    (:func:`~misi_agent.tools.label_spotting.with_refined_residue_centres`).
 
     Zooming's 1 Å bins need the distance within about 1 %; PyMOL's ball edges (shaded darker at the rim) put its
     ball ruler 5–12 % long (``eval/results/zoom_scale.md``). The labels of the three initial views ruled 31 of 50
@@ -225,12 +229,14 @@ def _zoom_labels(images: Sequence[Any], rec: Reconstruction, rho: float | None) 
     an end of :data:`ZOOM_RATIOS`)."""
     from misi_agent.tools.label_triangulation import dolly_camera
 
+    from misi_agent.tools.label_spotting import with_refined_residue_centres
+
     views = views_of(images[:3])
     cams = {}
     if rho is not None:
         views["after"] = images[3]
         cams["after"] = dolly_camera(rec, rho)
-    return _residue_labels(views), cams
+    return with_refined_residue_centres(views, _residue_labels(views)), cams
 
 
 def _residue_labels(images_by_view: Mapping[str, Any]) -> dict[str, Any]:
@@ -729,6 +735,17 @@ def _with_labelled_ligand_atom(rec: Reconstruction, labels: Mapping[str, Any], s
     return rec, cands, new_pairs, new_method
 
 
+def _at_residue_label_scale(images_by_view: Mapping[str, Any], rec: Reconstruction, labels: Mapping[str, Any]
+                            ) -> Reconstruction:
+    """``rec`` again at the camera distance its consecutive residue labels give, where they give one
+    (:func:`~misi_agent.tools.label_triangulation.rescaled_by_residue_labels`, over the labels read plus those spotted
+    in PyMOL's piles by their known names); else ``rec`` with the reason in its notes."""
+    from misi_agent.tools.label_spotting import with_hidden_residue_labels
+    from misi_agent.tools.label_triangulation import rescaled_by_residue_labels
+
+    return rescaled_by_residue_labels(images_by_view, None, rec, with_hidden_residue_labels(images_by_view, labels))
+
+
 def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: Mapping[str, str],
                        rec: Reconstruction | None = None) -> SpatialAnswer:
     """T8 from the pictures: the option that brings the named bond's midpoint onto the line of sight.
@@ -736,12 +753,17 @@ def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: 
     The bond's candidate atoms come from the labels (:func:`bond_candidates`) and H-bond
     geometry (:func:`bond_pairs`); each option's cost is its distance (Å) to the move that
     centres the midpoint of the closest candidate pair (one pair when the atoms are known).
+    Where no ligand balls give the reconstruction's Å scale (PyMOL's labels cover the ligand, most of all in small
+    pictures), the consecutive residue labels give it (:func:`_at_residue_label_scale`): PyMOL at 384 px, 10 items,
+    10 → 30; at 512 px (50 items) the three items so rescaled keep their answers (88); raster unchanged
+    (``eval/results/image_sizes.md``).
     """
     images = G._check_images(images, T.INTERACTION_LOCATION)
     letters = [L for L in T.CHOICE_LETTERS if L in options]
     if len(letters) != len(T.CHOICE_LETTERS):
         raise G.SpatialTaskError("interaction location needs the four options A-D")
     views = views_of(images, T.VIEWS6)
+    own_rec = rec is None  # a reconstruction passed in keeps its scale (an oracle's is exact)
     rec = rec if rec is not None else reconstruct(views)
     sp = cloud_points(rec)
     an0 = image_analysis(images[0], sp.names)
@@ -759,6 +781,10 @@ def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: 
     from misi_agent.tools.label_spotting import spotters as make_spotters
 
     spots = make_spotters(views, labels) if labels else {}
+    if own_rec and labels and not rec.scale_source.startswith(BALL_SCALE_SOURCE):
+        rec = _at_residue_label_scale(views, rec, labels)
+        sp = cloud_points(rec)
+        reg = _record(an0, sp, cam, rec)
     cands = bond_candidates(rec, labels, bond, spots)
     pairs, method = bond_pairs(rec, cands)
     rec, cands, pairs, method = _with_labelled_ligand_atom(rec, labels, spots, bond, cands, pairs, method)

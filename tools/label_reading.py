@@ -103,6 +103,8 @@ class LabelRead:
     colour: int
     kind: str = "unknown"
     reading: str | None = None  # the reading under the kind's constraints (digits in numbers, ...)
+    at: tuple[float, float] | None = None  # the sub-pixel centre where the text was located more finely than its
+    # box (:func:`misi_agent.tools.label_spotting.with_refined_residue_centres`); else the box's centre is used
 
     @property
     def glyphs(self) -> tuple[Glyph, ...]:
@@ -125,6 +127,8 @@ class LabelRead:
 
     @property
     def centre(self) -> tuple[float, float]:
+        if self.at is not None:
+            return self.at
         x0, y0, x1, y1 = self.box
         return (x0 + x1) / 2.0, (y0 + y1) / 2.0
 

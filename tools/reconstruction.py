@@ -77,6 +77,8 @@ ATOM_SPACING_A = 1.3  # Å between pseudo-atoms along the pocket's sticks
 BALL_RADIUS_A = 0.45  # Å: the radius the pictures draw ligand balls with (ball-and-stick, render/base.py)
 LIGAND_NN_BOND_A = 1.39  # Å: median nearest-neighbour distance among a ligand's heavy atoms (aromatic/sp3 mix)
 DEFAULT_DISTANCE_A = 110.0  # Å, the camera distance assumed when nothing in the pictures has a known size
+BALL_SCALE_SOURCE = "apparent size"  # how a scale_source set by the ligand balls' sizes begins (the other sources,
+# a few ligand bond lengths or the default, may be far off where PyMOL's labels cover the ligand)
 MAX_RIDGE_POINTS = 6000  # centre-line pixels swept per source view (evenly thinned beyond this)
 RELIABLE_BALL_PX = 0.8  # mean re-projection cost (px) of a ligand atom trusted for the scale
 HALF_BOND_A = 1.0  # Å: O/N points this close to a ligand carbon point belong to the ligand
@@ -473,7 +475,7 @@ def ball_radius_distance(views: Sequence[ViewData], lig: np.ndarray) -> tuple[fl
         est += list(vd.cam.focal * BALL_RADIUS_A / (radii[k[ok]] * depth[ok]))
     if len(est) < 3:
         return None, "too few ligand balls for a ball-size scale"
-    return float(np.median(est)), f"apparent size of {len(est)} ligand balls ({BALL_RADIUS_A} Å radius)"
+    return float(np.median(est)), f"{BALL_SCALE_SOURCE} of {len(est)} ligand balls ({BALL_RADIUS_A} Å radius)"
 
 
 def with_ligand_phosphorus(coords: np.ndarray, classes: np.ndarray, is_lig: np.ndarray) -> np.ndarray:
