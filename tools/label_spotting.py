@@ -648,8 +648,9 @@ def refined_centre(spotter: Spotter, text: str, centre: Sequence[float], reach: 
 def with_refined_residue_centres(images: Mapping[str, Any], labels: Mapping[str, ImageLabels]
                                  ) -> dict[str, ImageLabels]:
     """``labels`` with every residue label whose text the item's glyphs spell given its sub-pixel centre
-    (:func:`refined_centre`, in :attr:`LabelRead.at`); the others keep their box centres. What the residue-label ruler
-    triangulates (:func:`misi_agent.tools.label_triangulation.consecutive_label_steps`)."""
+    (:func:`refined_centre`, in :attr:`LabelRead.at`); the others keep their box centres. What zooming's residue-label
+    ruler triangulates (:func:`misi_agent.tools.image_tasks._zoom_labels`; the rulers of T7, T8 and T9, which need the
+    distance within about 2 %, not 1 %, keep the box centres: not measured with these)."""
     sp = spotters(images, labels)
     out = dict(labels)
     for v, il in labels.items():
