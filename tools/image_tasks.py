@@ -229,24 +229,26 @@ def _zoom_labels(images: Sequence[Any], rec: Reconstruction, rho: float | None) 
     an end of :data:`ZOOM_RATIOS`)."""
     from misi_agent.tools.label_triangulation import dolly_camera
 
-    from misi_agent.tools.label_spotting import with_refined_residue_centres
-
     views = views_of(images[:3])
     cams = {}
     if rho is not None:
         views["after"] = images[3]
         cams["after"] = dolly_camera(rec, rho)
-    return with_refined_residue_centres(views, _residue_labels(views)), cams
+    return _residue_labels(views, refined=True), cams
 
 
-def _residue_labels(images_by_view: Mapping[str, Any]) -> dict[str, Any]:
+def _residue_labels(images_by_view: Mapping[str, Any], refined: bool = False) -> dict[str, Any]:
     """Every view's labels as read, plus the residue labels the reader missed in PyMOL's piles, spotted by their
     known names (:func:`~misi_agent.tools.label_spotting.with_hidden_residue_labels`): what the residue-label
-    ruler triangulates (zooming, the docking pocket)."""
+    ruler triangulates (zooming, the docking pocket). ``refined``: each residue label's centre to a fraction of a pixel
+    (:func:`~misi_agent.tools.label_spotting.with_refined_residue_centres`, with the same spotters)."""
     from misi_agent.tools.image_hbonds import read_all_labels
-    from misi_agent.tools.label_spotting import with_hidden_residue_labels
+    from misi_agent.tools.label_spotting import spotters, with_hidden_residue_labels, with_refined_residue_centres
 
-    return with_hidden_residue_labels(images_by_view, read_all_labels(images_by_view))
+    read = read_all_labels(images_by_view)
+    sp = spotters(images_by_view, read)
+    labels = with_hidden_residue_labels(images_by_view, read, sp=sp)
+    return with_refined_residue_centres(images_by_view, labels, sp=sp) if refined else labels
 
 
 def _at_distance(rec: Reconstruction, D: float, source: str) -> Reconstruction:
@@ -735,15 +737,17 @@ def _with_labelled_ligand_atom(rec: Reconstruction, labels: Mapping[str, Any], s
     return rec, cands, new_pairs, new_method
 
 
-def _at_residue_label_scale(images_by_view: Mapping[str, Any], rec: Reconstruction, labels: Mapping[str, Any]
-                            ) -> Reconstruction:
+def _at_residue_label_scale(images_by_view: Mapping[str, Any], rec: Reconstruction, labels: Mapping[str, Any],
+                            sp: Mapping[str, Any]) -> Reconstruction:
     """``rec`` again at the camera distance its consecutive residue labels give, where they give one
     (:func:`~misi_agent.tools.label_triangulation.rescaled_by_residue_labels`, over the labels read plus those spotted
-    in PyMOL's piles by their known names); else ``rec`` with the reason in its notes."""
+    in PyMOL's piles by their known names with the item's spotters ``sp``); else ``rec`` with the reason in its
+    notes."""
     from misi_agent.tools.label_spotting import with_hidden_residue_labels
     from misi_agent.tools.label_triangulation import rescaled_by_residue_labels
 
-    return rescaled_by_residue_labels(images_by_view, None, rec, with_hidden_residue_labels(images_by_view, labels))
+    hidden = with_hidden_residue_labels(images_by_view, labels, sp=sp)
+    return rescaled_by_residue_labels(images_by_view, None, rec, hidden)
 
 
 def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: Mapping[str, str],
@@ -765,10 +769,8 @@ def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: 
     views = views_of(images, T.VIEWS6)
     own_rec = rec is None  # a reconstruction passed in keeps its scale (an oracle's is exact)
     rec = rec if rec is not None else reconstruct(views)
-    sp = cloud_points(rec)
-    an0 = image_analysis(images[0], sp.names)
+    an0 = image_analysis(images[0], cloud_points(rec).names)
     cam = ViewCamera(an0.width, an0.height)
-    reg = _record(an0, sp, cam, rec)
     try:
         from misi_agent.tools.image_hbonds import read_all_labels
 
@@ -782,9 +784,8 @@ def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: 
 
     spots = make_spotters(views, labels) if labels else {}
     if own_rec and labels and not rec.scale_source.startswith(BALL_SCALE_SOURCE):
-        rec = _at_residue_label_scale(views, rec, labels)
-        sp = cloud_points(rec)
-        reg = _record(an0, sp, cam, rec)
+        rec = _at_residue_label_scale(views, rec, labels, spots)
+    reg = _record(an0, cloud_points(rec), cam, rec)  # at the scale the answer uses
     cands = bond_candidates(rec, labels, bond, spots)
     pairs, method = bond_pairs(rec, cands)
     rec, cands, pairs, method = _with_labelled_ligand_atom(rec, labels, spots, bond, cands, pairs, method)

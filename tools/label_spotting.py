@@ -552,14 +552,16 @@ def _overlap(a: Sequence[int], b: Sequence[int]) -> bool:
 
 
 def with_hidden_residue_labels(images: Mapping[str, Any], labels: Mapping[str, ImageLabels],
-                               min_views: int = HIDDEN_MIN_VIEWS) -> dict[str, ImageLabels]:
+                               min_views: int = HIDDEN_MIN_VIEWS,
+                               sp: Mapping[str, Mapping[str, Spotter]] | None = None) -> dict[str, ImageLabels]:
     """``labels`` with, in every view, the residue labels read out of the piles added: names spotted where no label
     was read (:func:`hidden_places`), numbers decided across views (:func:`chosen_texts`); a text so found is kept
     only where it is read or found in at least ``min_views`` views in all (a label is drawn in every view, a misfit
     of the templates seldom twice), in one more when it is read in none (of the texts spotted in two views and read
     in none on the 20 PyMOL T9 test items, 56 % name no residue of the item; in three or more, 18 %), and not where
-    it overlaps a better-fitting one found before it."""
-    sp = spotters(images, labels)
+    it overlaps a better-fitting one found before it. ``sp``: the item's :func:`spotters`, where the caller made them
+    already."""
+    sp = sp if sp is not None else spotters(images, labels)
     numbers = nearby_numbers(labels)
     places: list[HiddenPlace] = []
     colours: dict[str, int] = {}
@@ -645,13 +647,15 @@ def refined_centre(spotter: Spotter, text: str, centre: Sequence[float], reach: 
             y0 + i + _vertex(m[i - 1, j], m[i, j], m[i + 1, j]) + hh / 2.0)
 
 
-def with_refined_residue_centres(images: Mapping[str, Any], labels: Mapping[str, ImageLabels]
-                                 ) -> dict[str, ImageLabels]:
+def with_refined_residue_centres(images: Mapping[str, Any], labels: Mapping[str, ImageLabels],
+                                 sp: Mapping[str, Mapping[str, Spotter]] | None = None) -> dict[str, ImageLabels]:
     """``labels`` with every residue label whose text the item's glyphs spell given its sub-pixel centre
     (:func:`refined_centre`, in :attr:`LabelRead.at`); the others keep their box centres. What zooming's residue-label
     ruler triangulates (:func:`misi_agent.tools.image_tasks._zoom_labels`; the rulers of T7, T8 and T9, which need the
-    distance within about 2 %, not 1 %, keep the box centres: not measured with these)."""
-    sp = spotters(images, labels)
+    distance within about 2 %, not 1 %, keep the box centres: not measured with these). ``sp``: the item's
+    :func:`spotters`, where the caller made them already (those of the labels read are those of the labels with the
+    hidden ones added: a spotted glyph is never a template sample)."""
+    sp = sp if sp is not None else spotters(images, labels)
     out = dict(labels)
     for v, il in labels.items():
         spotter = sp.get(v, {}).get("residue")
