@@ -216,6 +216,14 @@ def label_overlap(cx, renderer: str, views=("front", "left", "top", "back", "rig
     return over, tot
 
 
+def image_size(images) -> int:
+    """The pictures' width in px (square pictures): the oracle arm projects the true atoms at this size."""
+    from PIL import Image
+
+    first = next(iter(images.values()))
+    return first.width if hasattr(first, "width") else Image.open(first).width
+
+
 def run(set_dir: Path, renderer: str, noise: float, limit: int | None, arms: list[str]) -> dict:
     from misi_agent.bench.scoring import score_item
     from misi_agent.structure import ResidueKey
@@ -250,7 +258,7 @@ def run(set_dir: Path, renderer: str, noise: float, limit: int | None, arms: lis
             try:
                 if arm.startswith("oracle"):
                     rec = oracle_reconstruction(cx, residues=rkeys, noise=float(arm.split(":")[1]) if ":" in arm else noise,
-                                                seed=0)
+                                                seed=0, size=image_size(images))
                 else:
                     rec = None  # the product path: the tool rebuilds (and may rescale) the scene itself
                 if q.task == "residue_ligand_interaction":

@@ -14,7 +14,10 @@ Pipeline, calibrated on every image (no renderer constant is used):
    calibrated atom colour model (:func:`misi_agent.tools.atom_detection.classify_pixels`)
    leaves *unknown* and that are bright are histogrammed in the chroma plane; the peaks are
    candidate text colours. A peak is kept when its connected components look like text:
-   glyph-sized and ringed by dark pixels (the outline/halo drawn around label text).
+   glyph-sized and ringed by dark pixels (the outline/halo drawn around label text). Text too
+   small to reach its colour (8 px: strokes under a pixel wide) is looked for among dimmer
+   pixels too, and such a colour is kept only where its reads look like labels
+   (:func:`dim_text_colours`, :func:`looks_like_labels`).
 2. **Glyphs.** Connected components of one text colour, merged into words (same line,
    small gaps) and labels (a space-sized gap: ``ARG`` + ``45``).
 3. **Recognition.** Each glyph crop becomes a 16×16 grey patch plus its aspect ratio and its
@@ -64,6 +67,8 @@ MAX_ATOM_NAME = 4  # PDB atom names have at most four characters: longer words a
 MINUS_ALPHA = 0.5  # a minus sign's bar is text at least this strong somewhere (faint bars: edges of sticks, labels).
 # Measured on 40 T9 items, front and back: true minus signs 0.60-0.81 (raster), 0.60-0.78 (PyMOL); PyMOL's stray bars 0.42-0.59
 MIN_GLYPH_CONFIDENCE = 0.3  # a ligand word with a less certain glyph is a highlight or a stick fragment
+DIM_LEVELS = (0.7, 0.55, 0.45)  # value levels at which dim_text_colours looks for text too small to reach its colour
+DIM_MIN_MULTI, DIM_MIN_CONFIDENCE = 3, 0.9  # a dim colour's reads must look like labels (looks_like_labels)
 
 
 class LabelReadingError(ValueError):
@@ -202,14 +207,9 @@ def _chroma_of(hsv: np.ndarray) -> np.ndarray:
     return np.stack([hsv[..., 1] * np.cos(a), hsv[..., 1] * np.sin(a)], axis=-1)
 
 
-def text_colours(rgb: np.ndarray, hsv: np.ndarray, unknown: np.ndarray) -> list[np.ndarray]:
-    """Chroma points of candidate text colours: peaks of the chroma histogram of bright unknown pixels."""
-    bright = unknown & (hsv[..., 2] >= 0.85)
-    if bright.sum() < 4 * PEAK_MIN_PIXELS:  # little text (a crop, thin strokes): dimmer pixels count too
-        bright = unknown & (hsv[..., 2] >= 0.7)
-    if bright.sum() < PEAK_MIN_PIXELS:
-        return []
-    c = _chroma_of(hsv)[bright]
+def _chroma_peaks(c: np.ndarray) -> list[np.ndarray]:
+    """Up to four peaks of the chroma histogram of the points ``c``, each the median of the points within
+    CHROMA_RADIUS of it (peaks of fewer than PEAK_MIN_PIXELS points are skipped)."""
     bins = np.linspace(-1, 1, 51)  # 0.04-wide bins
     hist, _, _ = np.histogram2d(c[:, 0], c[:, 1], bins=[bins, bins])
     hist = ndimage.uniform_filter(hist, 3) * 9
@@ -227,6 +227,35 @@ def text_colours(rgb: np.ndarray, hsv: np.ndarray, unknown: np.ndarray) -> list[
     return peaks
 
 
+def text_colours(rgb: np.ndarray, hsv: np.ndarray, unknown: np.ndarray) -> list[np.ndarray]:
+    """Chroma points of candidate text colours: peaks of the chroma histogram of bright unknown pixels."""
+    bright = unknown & (hsv[..., 2] >= 0.85)
+    if bright.sum() < 4 * PEAK_MIN_PIXELS:  # little text (a crop, thin strokes): dimmer pixels count too
+        bright = unknown & (hsv[..., 2] >= 0.7)
+    if bright.sum() < PEAK_MIN_PIXELS:
+        return []
+    return _chroma_peaks(_chroma_of(hsv)[bright])
+
+
+def dim_text_colours(hsv: np.ndarray, unknown: np.ndarray, found: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Further candidate text colours among dimmer unknown pixels (value ≥ 0.7, 0.55, 0.45), away from ``found``.
+
+    Small text never reaches its colour: at 8 px a glyph's strokes are under a pixel wide, and their pixels
+    are the text colour times 0.5-0.8 (the raster renderer's light-cyan names at 384 px peak at 0.56). Such
+    a colour is only a candidate: :func:`read_labels` keeps it when what it reads looks like labels."""
+    v = hsv[..., 2]
+    chroma = _chroma_of(hsv)
+    out: list[np.ndarray] = []
+    for level in DIM_LEVELS:
+        sel = unknown & (v >= level)
+        if sel.sum() < PEAK_MIN_PIXELS:
+            continue
+        for p in _chroma_peaks(chroma[sel]):
+            if all(np.linalg.norm(p - q) > 2 * CHROMA_RADIUS for q in [*found, *out]):
+                out.append(p)
+    return out
+
+
 def text_mask(pix: np.ndarray, colour: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Pixels that are the text colour scaled toward black (antialiasing over a dark background):
     colour ≈ α·T with α ≥ ALPHA_MIN and a small residual. Returns (α, mask)."""
@@ -237,13 +266,19 @@ def text_mask(pix: np.ndarray, colour: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return alpha, (alpha >= ALPHA_MIN) & (res <= RESIDUAL_MAX)
 
 
-def colour_alpha(pix: np.ndarray, chroma: np.ndarray, v: np.ndarray, colour: np.ndarray
+def colour_alpha(pix: np.ndarray, chroma: np.ndarray, v: np.ndarray, colour: np.ndarray, dim: bool = False
                  ) -> tuple[np.ndarray, np.ndarray] | None:
     """(α, mask) of the text of one chroma point (:func:`text_colours`): its RGB is the median of the bright
-    pixels of that chroma, and :func:`text_mask` finds it scaled toward black. None when no pixel is that bright."""
-    sel = (np.linalg.norm(chroma - np.asarray(colour, np.float32), axis=-1) <= 0.08) & (v >= 0.85)
+    pixels of that chroma, and :func:`text_mask` finds it scaled toward black. None when no pixel is that bright,
+    unless ``dim``: then the brightest pixels of that chroma (within 0.9 of their 98th percentile of value,
+    at least 0.45) stand for the colour (small text, :func:`dim_text_colours`)."""
+    near = np.linalg.norm(chroma - np.asarray(colour, np.float32), axis=-1) <= 0.08
+    sel = near & (v >= 0.85)
     if not sel.any():
-        return None
+        vv = v[near & (v >= DIM_LEVELS[-1])] if dim else np.zeros(0)
+        if vv.size < PEAK_MIN_PIXELS:
+            return None
+        sel = near & (v >= max(DIM_LEVELS[-1], 0.9 * float(np.quantile(vv, 0.98))))
     return text_mask(pix, np.median(pix[sel], axis=0))
 
 
@@ -251,7 +286,7 @@ def text_alpha(image: Any, colour: Sequence[float]) -> tuple[np.ndarray, np.ndar
     """(α, mask) of the text drawn in ``colour`` (a chroma point of :attr:`ImageLabels.colours`) in ``image``."""
     rgb = as_rgb(image)
     hsv = _hsv(rgb)
-    return colour_alpha(rgb.astype(np.float32), _chroma_of(hsv), hsv[..., 2], np.asarray(colour, np.float32))
+    return colour_alpha(rgb.astype(np.float32), _chroma_of(hsv), hsv[..., 2], np.asarray(colour, np.float32), dim=True)
 
 
 def _dark_ring_share(v: np.ndarray, comp: np.ndarray, box: tuple[slice, slice], v_dark: float) -> float:
@@ -467,21 +502,46 @@ def read_labels(image: Any, model: dict[str, np.ndarray] | None = None) -> Image
     unknown = pc.label == UNKNOWN
     chroma = _chroma_of(hsv)
     reads: list[LabelRead] = []
-    colours = [c for c in text_colours(rgb, hsv, unknown)
-               if np.linalg.norm(pc.model.chroma - c, axis=1).min() > 0.12]  # not an atom colour
+    not_atom = lambda c: np.linalg.norm(pc.model.chroma - c, axis=1).min() > 0.12  # noqa: E731
+    bright = [c for c in text_colours(rgb, hsv, unknown) if not_atom(c)]
+    candidates = bright + [c for c in dim_text_colours(hsv, unknown, bright) if not_atom(c)]
     pix = rgb.astype(np.float32)
-    for ci, col in enumerate(colours):
-        found = colour_alpha(pix, chroma, v, col)
+    colours: list[np.ndarray] = []
+    for k, col in enumerate(candidates):
+        dim = k >= len(bright) or not bool(np.any((np.linalg.norm(chroma - col, axis=-1) <= 0.08) & (v >= 0.85)))
+        found = colour_alpha(pix, chroma, v, col, dim=dim)
         if found is None:
             continue
         alpha, mask = found
         comps = _consistent_heights(_components(mask, np.where(mask, np.clip(alpha, 0, 1), 0.0), v, v_dark))
+        mine = []
         for words in _group_words(comps):
             glyph_words = tuple(tuple(_read_word(w, model)) for w in words)
             allc = [c for w in words for c in w]
             box = (min(c.x0 for c in allc), min(c.y0 for c in allc), max(c.x1 for c in allc), max(c.y1 for c in allc))
-            reads.append(LabelRead(glyph_words, box, ci))
+            mine.append(LabelRead(glyph_words, box, len(colours)))
+        if dim and not looks_like_labels(mine):
+            continue
+        colours.append(col)
+        reads.extend(mine)
     return ImageLabels(tuple(_assign_kinds(reads, len(colours))), tuple(tuple(map(float, c)) for c in colours))
+
+
+def looks_like_labels(reads: Sequence[LabelRead]) -> bool:
+    """Whether the reads of a dim colour are text rather than shading: at least DIM_MIN_MULTI reads of two or
+    more glyphs, half of all reads so, and a median glyph confidence of DIM_MIN_CONFIDENCE.
+
+    Set on 45 pictures of 512 px (both renderers) and 384 px (PyMOL), where every dim candidate (57) is shading
+    (1-37 reads, 0-11 of them of 2+ glyphs, median confidence 0.61-0.98) and is refused, so their reading is
+    unchanged, against the 8-px atom names of the raster renderer at 384 px (37-39 reads, 35-37 of 2+ glyphs,
+    median confidence 0.99-1.0)."""
+    glyphs = [[g for w in r.words for g in w] for r in reads]
+    glyphs = [gs for gs in glyphs if gs]
+    if not glyphs:
+        return False
+    multi = sum(len(gs) >= 2 for gs in glyphs)
+    conf = float(np.median([g.confidence for gs in glyphs for g in gs]))
+    return multi >= DIM_MIN_MULTI and multi >= 0.5 * len(glyphs) and conf >= DIM_MIN_CONFIDENCE
 
 
 def _class_string(glyphs: Sequence[Glyph]) -> str:
