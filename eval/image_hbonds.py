@@ -216,12 +216,10 @@ def label_overlap(cx, renderer: str, views=("front", "left", "top", "back", "rig
     return over, tot
 
 
-def image_size(images) -> int:
-    """The pictures' width in px (square pictures): the oracle arm projects the true atoms at this size."""
-    from PIL import Image
-
-    first = next(iter(images.values()))
-    return first.width if hasattr(first, "width") else Image.open(first).width
+def image_size(images: dict) -> int:
+    """The pictures' width in px (square pictures; :func:`images_of` gives PIL images): the oracle arm projects
+    the true atoms at this size."""
+    return next(iter(images.values())).width
 
 
 def run(set_dir: Path, renderer: str, noise: float, limit: int | None, arms: list[str]) -> dict:

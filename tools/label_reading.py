@@ -237,14 +237,14 @@ def text_colours(rgb: np.ndarray, hsv: np.ndarray, unknown: np.ndarray) -> list[
     return _chroma_peaks(_chroma_of(hsv)[bright])
 
 
-def dim_text_colours(hsv: np.ndarray, unknown: np.ndarray, found: Sequence[np.ndarray]) -> list[np.ndarray]:
+def dim_text_colours(chroma: np.ndarray, v: np.ndarray, unknown: np.ndarray, found: Sequence[np.ndarray]
+                     ) -> list[np.ndarray]:
     """Further candidate text colours among dimmer unknown pixels (value ≥ 0.7, 0.55, 0.45), away from ``found``.
 
     Small text never reaches its colour: at 8 px a glyph's strokes are under a pixel wide, and their pixels
     are the text colour times 0.5-0.8 (the raster renderer's light-cyan names at 384 px peak at 0.56). Such
-    a colour is only a candidate: :func:`read_labels` keeps it when what it reads looks like labels."""
-    v = hsv[..., 2]
-    chroma = _chroma_of(hsv)
+    a colour is only a candidate: :func:`read_labels` keeps it when what it reads looks like labels. ``chroma``,
+    ``v``: the picture's chroma points and values (:func:`_chroma_of`)."""
     out: list[np.ndarray] = []
     for level in DIM_LEVELS:
         sel = unknown & (v >= level)
@@ -266,20 +266,29 @@ def text_mask(pix: np.ndarray, colour: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return alpha, (alpha >= ALPHA_MIN) & (res <= RESIDUAL_MAX)
 
 
-def colour_alpha(pix: np.ndarray, chroma: np.ndarray, v: np.ndarray, colour: np.ndarray, dim: bool = False
-                 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """(α, mask) of the text of one chroma point (:func:`text_colours`): its RGB is the median of the bright
-    pixels of that chroma, and :func:`text_mask` finds it scaled toward black. None when no pixel is that bright,
-    unless ``dim``: then the brightest pixels of that chroma (within 0.9 of their 98th percentile of value,
-    at least 0.45) stand for the colour (small text, :func:`dim_text_colours`)."""
+def text_rgb(pix: np.ndarray, chroma: np.ndarray, v: np.ndarray, colour: np.ndarray, dim: bool = False
+             ) -> tuple[np.ndarray, bool] | None:
+    """The RGB of the text of one chroma point (:func:`text_colours`) and whether it is dim: the median of the
+    bright pixels (value ≥ 0.85) of that chroma; where none is that bright and ``dim`` is allowed, the median of
+    its brightest pixels (within 0.9 of their 98th percentile of value, at least 0.45: small text,
+    :func:`dim_text_colours`). None when neither gives one."""
     near = np.linalg.norm(chroma - np.asarray(colour, np.float32), axis=-1) <= 0.08
     sel = near & (v >= 0.85)
-    if not sel.any():
-        vv = v[near & (v >= DIM_LEVELS[-1])] if dim else np.zeros(0)
-        if vv.size < PEAK_MIN_PIXELS:
-            return None
-        sel = near & (v >= max(DIM_LEVELS[-1], 0.9 * float(np.quantile(vv, 0.98))))
-    return text_mask(pix, np.median(pix[sel], axis=0))
+    if sel.any():
+        return np.median(pix[sel], axis=0), False
+    vv = v[near & (v >= DIM_LEVELS[-1])] if dim else np.zeros(0)
+    if vv.size < PEAK_MIN_PIXELS:
+        return None
+    sel = near & (v >= max(DIM_LEVELS[-1], 0.9 * float(np.quantile(vv, 0.98))))
+    return np.median(pix[sel], axis=0), True
+
+
+def colour_alpha(pix: np.ndarray, chroma: np.ndarray, v: np.ndarray, colour: np.ndarray, dim: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(α, mask) of the text of one chroma point: its RGB (:func:`text_rgb`, dim text allowed with ``dim``)
+    found by :func:`text_mask` scaled toward black. None when :func:`text_rgb` gives no RGB."""
+    found = text_rgb(pix, chroma, v, colour, dim)
+    return None if found is None else text_mask(pix, found[0])
 
 
 def text_alpha(image: Any, colour: Sequence[float]) -> tuple[np.ndarray, np.ndarray] | None:
@@ -504,15 +513,15 @@ def read_labels(image: Any, model: dict[str, np.ndarray] | None = None) -> Image
     reads: list[LabelRead] = []
     not_atom = lambda c: np.linalg.norm(pc.model.chroma - c, axis=1).min() > 0.12  # noqa: E731
     bright = [c for c in text_colours(rgb, hsv, unknown) if not_atom(c)]
-    candidates = bright + [c for c in dim_text_colours(hsv, unknown, bright) if not_atom(c)]
+    candidates = bright + [c for c in dim_text_colours(chroma, v, unknown, bright) if not_atom(c)]
     pix = rgb.astype(np.float32)
     colours: list[np.ndarray] = []
     for k, col in enumerate(candidates):
-        dim = k >= len(bright) or not bool(np.any((np.linalg.norm(chroma - col, axis=-1) <= 0.08) & (v >= 0.85)))
-        found = colour_alpha(pix, chroma, v, col, dim=dim)
+        found = text_rgb(pix, chroma, v, col, dim=True)
         if found is None:
             continue
-        alpha, mask = found
+        dim = k >= len(bright) or found[1]  # found among dim pixels, or without a bright pixel: must look like labels
+        alpha, mask = text_mask(pix, found[0])
         comps = _consistent_heights(_components(mask, np.where(mask, np.clip(alpha, 0, 1), 0.0), v, v_dark))
         mine = []
         for words in _group_words(comps):
@@ -885,10 +894,10 @@ def rendered_training_set(renderer: str, n_images: int, seed: int) -> tuple[np.n
         pix = rgb.astype(np.float32)
         chroma = _chroma_of(hsv)
         for col in text_colours(rgb, hsv, v >= 0.0):
-            sel = (np.linalg.norm(chroma - col, axis=-1) <= 0.08) & (v >= 0.85)
-            if not sel.any():
+            found = colour_alpha(pix, chroma, v, col)
+            if found is None:
                 continue
-            alpha, mask = text_mask(pix, np.median(pix[sel], axis=0))
+            alpha, mask = found
             comps = _components(mask, np.where(mask, np.clip(alpha, 0, 1), 0.0), v, 0.3)
             for words in _group_words(comps):
                 cs = [c for w in words for c in w]
