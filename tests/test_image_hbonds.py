@@ -833,3 +833,29 @@ def test_an_answer_without_a_bond_takes_the_bonds_that_nearly_pass(phosphate_ora
     assert tolerance in WIDER_TOLERANCES and tolerance != WIDER_TOLERANCES[0]
     assert bonds and _keys(bonds) <= {b for b in true if b[:2] == ("ARG", 23)}
     assert answer_or_widened(moved, arg, tolerances=WIDER_TOLERANCES[:1]) == ([], None)
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "structures" / "posebusters"
+
+
+@pytest.mark.skipif(not (SHARED / "6yr2.cif.gz").is_file(), reason="../shared not present")
+def test_a_residues_polar_atoms_taken_for_the_ligand_are_given_back():
+    """6yr2's Ser 67 drawn alone beside its ligand (raster, 512 px): the image-only reconstruction gives the
+    ligand three N/O points that sit on the serine's carbons, far from every ligand carbon. One-residue pictures
+    give them back to the residue, whose fit (searched as well as started from the named atoms) then finds the
+    one H-bond, OG to N21 (the engine's gold on the real entry)."""
+    from misi_agent.tools.image_hbonds import _reconstruct, _single_residue
+    from misi_agent.tools.reconstruction import load_views
+
+    cx = load_complex(SHARED / "6yr2.cif.gz", ligand="T1C")
+    key = next(k for k in contact_residues(cx) if (k.name, k.number) == ("SER", 67))
+    gold = format_residue_answer([hb for hb in complex_hbonds(cx) if residue_key_of(hb) == key])
+    assert gold == "Yes: SER OG, N21"
+    images = _views(cx, RasterRenderer(), [key])
+    rec = _reconstruct(images, load_views(images))
+    one = _single_residue(rec)
+    given = np.flatnonzero(np.asarray(rec.is_ligand, bool) & ~np.asarray(one.is_ligand, bool))
+    assert len(given) >= 2 and set(np.asarray(rec.classes)[given]) <= {"N", "O"}
+    assert np.all(np.asarray(one.residue)[given] == 0)
+    ans = residue_hbonds_from_images(images, key.label(), key.chain)
+    assert ans.answer == gold

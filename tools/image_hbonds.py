@@ -703,17 +703,32 @@ def _named_coords(res: ResidueIdentity, coords: np.ndarray) -> dict[str, np.ndar
     return named
 
 
+SEARCH_ALSO_PX = 0.6  # a one-residue fit from named atoms costing more is searched for as well (T4 image-only, 120
+# items with the search always run, 98 fits from named atoms: the one searched fit that won replaced a 0.70 px one;
+# the 47 at or below 0.6 px the search found again or worse, so they skip its 5-15 s)
+
+
 def _fitted_residue(views, rec, res: ResidueIdentity, name: str):
     """``res`` with every atom placed by :func:`~misi_agent.tools.residue_fit.fit_residue` (started from its
-    named atoms, else from its centre-line points), and the fit; ``res`` unchanged when nothing fits."""
+    named atoms, else from its centre-line points), and the fit; ``res`` unchanged when nothing fits.
+
+    The search from the points runs even where the named atoms' fit passes the good-fit bar, when it costs more
+    than :data:`SEARCH_ALSO_PX`, and replaces it when it fits the views better by
+    :data:`~misi_agent.tools.residue_fit.SEARCH_MARGIN_PX`: a wrongly named start can settle in a wrong pose below
+    the bar (6yr2's Ser 67 with its N, O and OG given back: 0.70 px from its named atoms, its OG away from the
+    ligand; 0.39 px searched, the H-bond found)."""
     from dataclasses import replace
 
-    from misi_agent.tools.residue_fit import fit_residue, residue_cloud
+    from misi_agent.tools.residue_fit import SEARCH_MARGIN_PX, fit_residue, residue_cloud
 
     named = _named_coords(res, np.asarray(rec.coords, float))
     cloud, cloud_cls, carbon = residue_cloud(rec)
     fit = fit_residue(views, name, carbon, float(rec.distance), named=named, cloud=cloud,
                       cloud_classes=cloud_cls, alone=True)
+    if named and (fit is None or fit.cost_px > SEARCH_ALSO_PX):  # the search too, though the named start fits well
+        found = fit_residue(views, name, carbon, float(rec.distance), cloud=cloud, cloud_classes=cloud_cls, alone=True)
+        if found is not None and (fit is None or found.cost_px < fit.cost_px - SEARCH_MARGIN_PX):
+            fit = found
     if fit is None:
         return res, None
     return replace(res, atom_names={}, completed={n: tuple(map(float, x)) for n, x in fit.coords.items()}), fit
@@ -1074,17 +1089,35 @@ def _nothing_seen(task: str, answer: str, rec, labels) -> ImageHBondAnswer:
                                      "labels_read": {v: len(l.labels) for v, l in labels.items()}})
 
 
+STRAY_LIGAND_A = 2.6  # Å: an N/O point with no ligand C, P or S this close is no ligand atom seen beside its carbon ...
+STRAY_BOND_A = 1.9  # Å: ... and when a residue carbon lies this close it is the residue's own N or O
+
+
 def _single_residue(rec):
-    """The residue–ligand pictures show one residue: every pocket atom joins one group."""
+    """The residue–ligand pictures show one residue: every pocket atom joins one group, and so do the N/O points
+    the reconstruction gave the ligand that sit bonded to the residue's carbons, away from every ligand C, P and S
+    (N, O and OG of a serine drawn next to the ligand take its N/O colours; a ligand's own N/O lies 1.2–1.5 Å from
+    its carbons). Measured on T4 (``eval/results/image_sizes.md``, last section)."""
     from dataclasses import replace
 
+    lig = np.asarray(rec.is_ligand, bool).copy()
+    coords = np.asarray(rec.coords, float)
+    classes = np.asarray(rec.classes).astype(str)
+    polar = np.isin(classes, ["N", "O"])
+    ligand_heavy = coords[lig & ~polar]
+    residue_c = coords[~lig & np.char.startswith(classes, "POCKET")]
+    for i in np.flatnonzero(lig & polar):
+        near_ligand = len(ligand_heavy) and np.linalg.norm(ligand_heavy - coords[i], axis=1).min() < STRAY_LIGAND_A
+        if not near_ligand and len(residue_c) and np.linalg.norm(residue_c - coords[i], axis=1).min() < STRAY_BOND_A:
+            lig[i] = False
     res = np.asarray(rec.residue).copy()
-    res[~np.asarray(rec.is_ligand, bool)] = 0
-    res[np.asarray(rec.is_ligand, bool)] = -1
+    res[~lig] = 0
+    res[lig] = -1
     try:
-        return replace(rec, residue=res)
+        return replace(rec, residue=res, is_ligand=lig)
     except TypeError:
         rec.residue = res
+        rec.is_ligand = lig
         return rec
 
 
