@@ -859,3 +859,39 @@ def test_a_residues_polar_atoms_taken_for_the_ligand_are_given_back():
     assert np.all(np.asarray(one.residue)[given] == 0)
     ans = residue_hbonds_from_images(images, key.label(), key.chain)
     assert ans.answer == gold
+
+
+@pytest.mark.skipif(not (SHARED / "7l00.cif.gz").is_file(), reason="../shared not present")
+def test_atoms_of_unknown_colour_take_their_element_from_name_or_neighbours():
+    """7l00's XCJ (a methylsulfonyl benzothiazole and a thiazole): with every S drawn in a colour the detector does
+    not know (``X``) and no name read, the sulfonyl S (two O, two C) and both ring S (two neighbours, no O) are S
+    again; a read name decides where there is one; a one-neighbour X (a halogen of unknown kind) stays X; and the
+    rebuilt molecule then has the entry's aromatic rings, N24 an aromatic N (its ring bonds to S, 1.71–1.74 Å, are
+    counted as a C–C of the same stretch by the flat-ring test, ``identity._planar_rings``)."""
+    from rdkit import Chem
+
+    from misi_agent.tools.identity import ligand_molecule, other_elements
+
+    cx = load_complex(SHARED / "7l00.cif.gz", ligand="XCJ")
+    mol = cx.ligand_mol
+    elements = [a.GetSymbol() for a in mol.GetAtoms()]
+    names = [str(n) for n in cx.ligand.atom_name]
+    bonds = [(b.GetBeginAtomIdx(), b.GetEndAtomIdx()) for b in mol.GetBonds()]
+    sulfur = [i for i, e in enumerate(elements) if e == "S"]
+    assert len(sulfur) == 3
+    hidden = ["X" if e == "S" else e for e in elements]
+    unread = [f"?X{k}" if e == "S" else n for k, (e, n) in enumerate(zip(elements, names))]
+    assert other_elements(hidden, unread, bonds) == elements
+    assert other_elements(hidden, names, bonds) == elements  # read names: S02 etc.
+    renamed = list(unread)
+    renamed[sulfur[0]] = "CL1"  # a read name outranks the neighbours
+    assert other_elements(hidden, renamed, bonds)[sulfur[0]] == "Cl"
+    methyl = next(i for i, e in enumerate(elements) if e == "C" and mol.GetAtomWithIdx(i).GetDegree() == 1)
+    assert other_elements(["X" if i == methyl else e for i, e in enumerate(hidden)], unread, bonds)[methyl] == "X"
+    xyz = cx.ligand.coord.astype(float)
+    rebuilt, how = ligand_molecule(other_elements(hidden, unread, bonds), xyz, bonds)
+    n24 = names.index("N24")
+    assert how == "perceived" and rebuilt.GetAtomWithIdx(n24).GetIsAromatic()
+    assert Chem.MolToSmiles(rebuilt) == Chem.MolToSmiles(Chem.RemoveHs(mol))
+    as_carbon, _ = ligand_molecule(hidden, xyz, bonds)
+    assert not as_carbon.GetAtomWithIdx(n24).GetIsAromatic()  # what an X built as carbon gave

@@ -1090,10 +1090,16 @@ def _angles(coords: np.ndarray, i: int, nb: Sequence[int]) -> list[float]:
     return [angle(coords[nb[a]], coords[i], coords[nb[b]]) for a in range(len(nb)) for b in range(a + 1, len(nb))]
 
 
+_LONGER_SINGLE = {"S": 0.28, "Se": 0.42}  # Å an element's single bond to C runs longer than C–C's 1.54 Å (C–S 1.82,
+# C–Se 1.96): taken off each of its ring bonds before the short-bond test, so that a thiophene's or thiazole's C–S
+# (1.71–1.74 Å) counts as the aromatic bond it is and a thiazolidine's (1.82 Å) as single
+
+
 def _planar_rings(mol: Chem.Mol, coords: np.ndarray, sigma: float = 0.0) -> set[int]:
     """Atoms of aromatic-looking 5/6-rings: flat (RMS distance to the best plane under 0.12 Å, or
     1.2 σ for coordinates uncertain by σ Å) with short bonds (mean under 1.45 Å plus the bias of
-    noise; saturated rings are puckered and have 1.47–1.54 Å bonds)."""
+    noise, bonds to S or Se counted as a C–C of the same stretch, :data:`_LONGER_SINGLE`; saturated rings are
+    puckered and have 1.47–1.54 Å bonds)."""
     out = set()
     for ring in mol.GetRingInfo().AtomRings():
         if len(ring) not in (5, 6):
@@ -1101,7 +1107,9 @@ def _planar_rings(mol: Chem.Mol, coords: np.ndarray, sigma: float = 0.0) -> set[
         P = coords[list(ring)]
         Q = P - P.mean(axis=0)
         s = np.linalg.svd(Q, compute_uv=False)
-        bonds = [np.linalg.norm(P[k] - P[(k + 1) % len(ring)]) for k in range(len(ring))]
+        bonds = [np.linalg.norm(P[k] - P[(k + 1) % len(ring)]) - _LONGER_SINGLE.get(mol.GetAtomWithIdx(ring[k]).GetSymbol(), 0.0)
+                 - _LONGER_SINGLE.get(mol.GetAtomWithIdx(ring[(k + 1) % len(ring)]).GetSymbol(), 0.0)
+                 for k in range(len(ring))]
         if s[-1] / math.sqrt(len(ring)) < max(0.12, 1.2 * sigma) and float(np.mean(bonds)) < 1.45 + 0.1 * sigma:
             out.update(ring)
     return out
@@ -1143,6 +1151,41 @@ def valence_pruned(elements: Sequence[str], coords: np.ndarray, bonds: Sequence[
             deg[a] -= 1
             deg[b] -= 1
     return [ab for ab in uniq if ab in kept]
+
+
+NAMED_ELEMENTS = {"S": "S", "P": "P", "F": "F", "CL": "Cl", "BR": "Br", "I": "I", "B": "B", "SE": "Se"}
+
+
+def other_elements(elements: Sequence[str], names: Sequence[str], bonds: Sequence[tuple[int, int]]) -> list[str]:
+    """``elements`` with each atom of unknown element (``X``: a colour that is none of C, N, O) given the element
+    its read name begins with (``S11``, ``CL2``) or, unnamed, the one its neighbours say: a P with three or more O
+    (phosphate, phosphonate), an S with two O and two other neighbours (sulfonyl, sulfonamide) or with two neighbours
+    and no O (thioether, thiazole, thiophene); a one-neighbour atom (a halogen of unknown kind) stays ``X``.
+
+    Why: the atom detector tells only C, N and O apart, and an X is built as a carbon, so a thiazole's S made its ring
+    a carbocycle and its N a tertiary amine (7l00's N24, the acceptor of ALA 95's N–H, lost)."""
+    from misi_agent.tools.label_triangulation import element_of_name
+
+    out = list(elements)
+    nbrs: dict[int, list[int]] = {}
+    for a, b in bonds:
+        nbrs.setdefault(int(a), []).append(int(b))
+        nbrs.setdefault(int(b), []).append(int(a))
+    for i, el in enumerate(elements):
+        if el != "X":
+            continue
+        name = str(names[i]) if i < len(names) else ""
+        named = NAMED_ELEMENTS.get(element_of_name(name)) if name and not name.startswith("?") else None
+        if named:
+            out[i] = named
+            continue
+        nb = nbrs.get(i, [])
+        n_o = sum(1 for j in nb if elements[j] == "O")
+        if n_o >= 3:
+            out[i] = "P"
+        elif (n_o == 2 and len(nb) == 4) or (n_o == 0 and len(nb) == 2):
+            out[i] = "S"
+    return out
 
 
 PO_BOND_A = 1.52  # Å (ours): a phosphate's P–O, between its terminal (≈ 1.50 Å) and ester (≈ 1.60 Å) bonds

@@ -41,7 +41,8 @@ from rdkit.Geometry import Point3D
 from misi_agent.errors import MisiError
 from misi_agent.structure import Complex, ResidueKey
 from misi_agent.tools.identity import (LigandIdentity, ResidueIdentity, element_of_class, identify_ligand,
-                                       identify_residues, ligand_molecule, missing_phosphate_oxygens, recon_bonds,
+                                       identify_residues, ligand_molecule, missing_phosphate_oxygens, other_elements,
+                                       recon_bonds,
                                        truncated_numbers_repaired, valence_pruned)
 from misi_agent.tools.label_reading import ImageLabels, read_labels
 from misi_agent.tools.ligand_dictionary import identify_component
@@ -178,6 +179,7 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
         return _complex(pdb_id, chain, pocket, match.elements, match.coords,
                         [n if k >= 0 else f"{prefix}{n}" for n, k in zip(match.names, match.seen)], match.mol, note,
                         code=match.code)
+    elements = other_elements(elements, names, lbonds)  # an X atom (none of C, N, O) by its name or neighbours
     for k, (p, x) in enumerate(missing_phosphate_oxygens(elements, xyz, lbonds), start=1):  # not pictured: no bonds
         lbonds.append((p, len(elements)))
         elements.append("O")
