@@ -1107,8 +1107,8 @@ def _planar_rings(mol: Chem.Mol, coords: np.ndarray, sigma: float = 0.0) -> set[
         P = coords[list(ring)]
         Q = P - P.mean(axis=0)
         s = np.linalg.svd(Q, compute_uv=False)
-        bonds = [np.linalg.norm(P[k] - P[(k + 1) % len(ring)]) - _LONGER_SINGLE.get(mol.GetAtomWithIdx(ring[k]).GetSymbol(), 0.0)
-                 - _LONGER_SINGLE.get(mol.GetAtomWithIdx(ring[(k + 1) % len(ring)]).GetSymbol(), 0.0)
+        stretch = [_LONGER_SINGLE.get(mol.GetAtomWithIdx(i).GetSymbol(), 0.0) for i in ring]
+        bonds = [np.linalg.norm(P[k] - P[(k + 1) % len(ring)]) - stretch[k] - stretch[(k + 1) % len(ring)]
                  for k in range(len(ring))]
         if s[-1] / math.sqrt(len(ring)) < max(0.12, 1.2 * sigma) and float(np.mean(bonds)) < 1.45 + 0.1 * sigma:
             out.update(ring)
@@ -1153,9 +1153,6 @@ def valence_pruned(elements: Sequence[str], coords: np.ndarray, bonds: Sequence[
     return [ab for ab in uniq if ab in kept]
 
 
-NAMED_ELEMENTS = {"S": "S", "P": "P", "F": "F", "CL": "Cl", "BR": "Br", "I": "I", "B": "B", "SE": "Se"}
-
-
 def other_elements(elements: Sequence[str], names: Sequence[str], bonds: Sequence[tuple[int, int]]) -> list[str]:
     """``elements`` with each atom of unknown element (``X``: a colour that is none of C, N, O) given the element
     its read name begins with (``S11``, ``CL2``) or, unnamed, the one its neighbours say: a P with three or more O
@@ -1175,8 +1172,8 @@ def other_elements(elements: Sequence[str], names: Sequence[str], bonds: Sequenc
         if el != "X":
             continue
         name = str(names[i]) if i < len(names) else ""
-        named = NAMED_ELEMENTS.get(element_of_name(name)) if name and not name.startswith("?") else None
-        if named:
+        named = CLASS_ELEMENT.get(element_of_name(name)) if name and not name.startswith("?") else None
+        if named and named not in ("C", "N", "O"):  # a name says only what the colour could not
             out[i] = named
             continue
         nb = nbrs.get(i, [])

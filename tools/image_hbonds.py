@@ -42,8 +42,7 @@ from misi_agent.errors import MisiError
 from misi_agent.structure import Complex, ResidueKey
 from misi_agent.tools.identity import (LigandIdentity, ResidueIdentity, element_of_class, identify_ligand,
                                        identify_residues, ligand_molecule, missing_phosphate_oxygens, other_elements,
-                                       recon_bonds,
-                                       truncated_numbers_repaired, valence_pruned)
+                                       recon_bonds, truncated_numbers_repaired, valence_pruned)
 from misi_agent.tools.label_reading import ImageLabels, read_labels
 from misi_agent.tools.ligand_dictionary import identify_component
 from misi_agent.tools.reconstruction import load_views
