@@ -1153,6 +1153,15 @@ def valence_pruned(elements: Sequence[str], coords: np.ndarray, bonds: Sequence[
     return [ab for ab in uniq if ab in kept]
 
 
+def _neighbour_lists(bonds: Sequence[tuple[int, int]]) -> dict[int, list[int]]:
+    """Each atom's bonded neighbours from a list of index pairs (atoms without a bond are absent)."""
+    nb: dict[int, list[int]] = {}
+    for a, b in bonds:
+        nb.setdefault(int(a), []).append(int(b))
+        nb.setdefault(int(b), []).append(int(a))
+    return nb
+
+
 def other_elements(elements: Sequence[str], names: Sequence[str], bonds: Sequence[tuple[int, int]]) -> list[str]:
     """``elements`` with each atom of unknown element (``X``: a colour that is none of C, N, O) given the element
     its read name begins with (``S11``, ``CL2``) or, unnamed, the one its neighbours say: a P with three or more O
@@ -1164,10 +1173,7 @@ def other_elements(elements: Sequence[str], names: Sequence[str], bonds: Sequenc
     from misi_agent.tools.label_triangulation import element_of_name
 
     out = list(elements)
-    nbrs: dict[int, list[int]] = {}
-    for a, b in bonds:
-        nbrs.setdefault(int(a), []).append(int(b))
-        nbrs.setdefault(int(b), []).append(int(a))
+    nbrs = _neighbour_lists(bonds)
     for i, el in enumerate(elements):
         if el != "X":
             continue
@@ -1202,10 +1208,7 @@ def missing_phosphate_oxygens(elements: Sequence[str], coords: np.ndarray, bonds
     from misi_agent.tools.hydrogens import TETRAHEDRAL, bond_positions
 
     coords = np.asarray(coords, float)
-    nb: dict[int, list[int]] = {}
-    for a, b in bonds:
-        nb.setdefault(int(a), []).append(int(b))
-        nb.setdefault(int(b), []).append(int(a))
+    nb = _neighbour_lists(bonds)
     out = []
     for i, el in enumerate(elements):
         if el == "P" and len(nb.get(i, [])) in (2, 3):
