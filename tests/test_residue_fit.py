@@ -201,3 +201,48 @@ def test_a_poor_fit_from_misnamed_atoms_is_searched_anew(wrong_start):
     good = fit_residue(views, key.name, carbon, D, named=true, search=False, flips=False)
     assert searched_if_better(views, key.name, carbon, D, cloud, cloud_cls, good, flips=False) is good
 
+
+
+@pytest.fixture(scope="module")
+def pymol_pocket():
+    """6YQW's whole pocket as PyMOL draws it for the pocket–ligand task (six views, labels piled on the ligand), the
+    views loaded, the true front scene and the residues that H-bond the ligand."""
+    from render_support import six_views
+
+    cx = load_complex(DATA / "6yqw.cif.gz", ligand="82I")
+    scenes, images = six_views(cx, "pymol")
+    keys = sorted({residue_key_of(hb) for hb in complex_hbonds(cx)}, key=lambda k: k.number)
+    return load_views(images), scenes["front"], keys
+
+
+def test_a_residue_is_found_about_its_known_ca_in_a_crowded_pocket(pymol_pocket):
+    """Where only a residue's CA is known (PyMOL draws its label there; T9 triangulates it), poses about it are
+    scored on the pictures and the best fitted, the CA held by a restraint and its N, C and O by the CAs of its
+    sequence neighbours at the trans peptide's spans (as T9 does where their labels are triangulated too): each
+    H-bonding residue of 6YQW's pocket, from these CAs alone (no named atoms, no points), lands with its atoms where
+    the entry has them (median under 0.3 Å, every N and O within 0.4 Å), and the carbon colour the pictures give it
+    fits far better than the other one."""
+    from misi_agent.tools.image_hbonds import NEXT_CA_SPANS, PREVIOUS_CA_SPANS
+    from misi_agent.tools.residue_fit import Restraint
+
+    views, front, keys = pymol_pocket
+    D = float(-front.coords[:, 2].mean())
+    ca = {front.residue_keys[front.residue[i]]: front.coords[i] for i in range(len(front))
+          if not front.is_ligand[i] and front.atom_names[i] == "CA"}
+    found = 0
+    for key in keys:
+        idx = [i for i in range(len(front)) if not front.is_ligand[i] and front.residue_keys[front.residue[i]] == key]
+        true = {str(front.atom_names[i]): front.coords[i] for i in idx}
+        restraints = [Restraint("CA", true["CA"])]
+        for k, spans in ((key.number - 1, PREVIOUS_CA_SPANS), (key.number + 1, NEXT_CA_SPANS)):
+            near = [p for nk, p in ca.items() if nk.chain == key.chain and nk.number == k]
+            restraints += [Restraint(atom, near[0], length) for atom, length in spans] if near else []
+        assert len(restraints) == 4
+        fits = {c: fit_residue(views, key.name, c, D, at=("CA", true["CA"]), restraints=restraints, turns=False)
+                for c in ("POCKET_C0", "POCKET_C1")}
+        best = min(fits.values(), key=lambda f: f.cost_px)
+        err = {n: np.linalg.norm(best.coords[n] - true[n]) for n in best.coords if n in true}
+        polar = [e for n, e in err.items() if n[0] in "NO"]  # the atoms H-bonds are made of
+        found += np.median(list(err.values())) < 0.3 and max(polar) < 0.4 and best.cost_px < 0.9
+        assert max(f.cost_px for f in fits.values()) > best.cost_px + 0.3  # the other carbon colour fits far worse
+    assert len(keys) >= 2 and found == len(keys), found

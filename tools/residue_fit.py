@@ -443,6 +443,35 @@ def _starts_from_pixels(prob: _Problem, views, carbon_class: str, n_orient: int 
     return [np.concatenate([rv, centre, np.zeros(len(prob.model.torsions))]) for rv in rots]
 
 
+AT_CANDIDATES = 4096  # poses tried about a residue's known CA (:func:`_starts_at`), scored on the pictures in one batch
+AT_STARTS = 8  # ... the best of which are fitted
+
+
+def _starts_at(prob: _Problem, atom: str, point: np.ndarray, n: int = AT_CANDIDATES, keep: int = AT_STARTS,
+               seed: int = 0) -> list[np.ndarray]:
+    """Starting poses with the model's ``atom`` on ``point`` (Å, front frame): where a residue's CA is known from its
+    label (PyMOL draws it there) but its sticks are not. ``n`` random orientations, each with its torsions turned by
+    0 or ±120° at random, are scored on the pictures (and the problem's restraints) in one batch, no fitting, and the
+    best ``keep`` returned."""
+    k = prob.model.atom_names.index(atom)
+    rng = np.random.default_rng(seed)
+    rots = Rotation.random(n, random_state=rng)
+    nt = len(prob.model.torsions)
+    deltas = np.radians(rng.choice([0.0, 120.0, -120.0], size=(n, nt)))
+    deltas[0] = 0.0
+    X = articulate_many(prob.model, deltas)[:, k] - prob.centre  # the atom in each model's own frame
+    xs = np.hstack([rots.as_rotvec(), np.asarray(point, float) - np.einsum("bij,bj->bi", rots.as_matrix(), X), deltas])
+    kept, prob.restraints = prob.restraints, []
+    try:
+        image = np.minimum(np.abs(prob.residuals_many(xs)), CAP_PX)
+    finally:
+        prob.restraints = kept
+    cost = image.mean(axis=1)
+    if prob.restraints:  # the restraints as the fit weighs them, per image residual
+        cost = cost + (prob.restraint_residuals(xs) ** 2).sum(axis=1) / image.shape[1]
+    return [xs[j] for j in np.argsort(cost, kind="stable")[:keep]]
+
+
 def _fit_3d(prob: _Problem, x0: np.ndarray, cloud: np.ndarray, cloud_cls: np.ndarray, rigid: bool = False,
             max_nfev: int = 200) -> tuple[np.ndarray, float]:
     """Pose (and torsions unless ``rigid``) fitted to the residue's reconstructed centre-line points (3D chamfer)."""
@@ -487,7 +516,8 @@ def fit_residue(views, name: str, carbon_class: str, distance: float, *,
                 named: Mapping[str, np.ndarray] | None = None, cloud: np.ndarray | None = None,
                 cloud_classes: np.ndarray | None = None, terminal: bool = False,
                 free_scale: bool = False, alone: bool = False, search: bool = True,
-                flips: bool = True, restraints: Sequence[Restraint] = ()) -> ResidueFit | None:
+                flips: bool = True, restraints: Sequence[Restraint] = (),
+                at: tuple[str, np.ndarray] | None = None, turns: bool = True) -> ResidueFit | None:
     """Fit residue ``name`` (drawn with carbons of ``carbon_class``) to the views (the reconstruction's
     :class:`~misi_agent.tools.reconstruction.ViewData`), at camera distance ``distance`` Å.
 
@@ -502,6 +532,10 @@ def fit_residue(views, name: str, carbon_class: str, distance: float, *,
     the torsion flips): for many residues at once. ``flips=False`` leaves out the torsion flips too (a
     quick fit, to compare starts; about a tenth of the time). ``restraints`` pull atoms towards places
     the chemistry says (:class:`Restraint`); the cost reported is then still the pictures' alone.
+    ``at`` (atom name, Å): where that atom is known to lie (a residue label drawn at its CA and triangulated);
+    when the other starts fit poorly, fits started there in several orientations are tried too (pass a
+    :class:`Restraint` on the atom to keep it there). ``turns=False`` leaves out the poor fit's turns about its
+    side chain (each refitted with torsion flips, most of a searched fit's time).
     """
     model = residue_model(name, terminal)
     if model is None:
@@ -524,10 +558,13 @@ def fit_residue(views, name: str, carbon_class: str, distance: float, *,
     if search and (best is None or best[1] > GOOD_FIT_PX) and alone:
         for x in _starts_from_pixels(prob, views, carbon_class):
             best = _better(best, _fit_image(prob, x), best is from_named)
+    if search and (best is None or best[1] > GOOD_FIT_PX) and at is not None and at[0] in model.atom_names:
+        for x in _starts_at(prob, at[0], at[1]):
+            best = _better(best, _fit_image(prob, x), best is from_named)
     if best is None:
         return None
     x, cost = _flip_torsions(prob, *best) if flips else best
-    if search and cost > GOOD_FIT_PX:
+    if search and turns and cost > GOOD_FIT_PX:
         for y in _turned_about_side_chain(prob, x):
             cand = _flip_torsions(prob, *_fit_image(prob, y))
             if cand[1] < cost:
