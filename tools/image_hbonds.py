@@ -1047,7 +1047,7 @@ def _refitted_at_labels(views, rec, residues: Sequence[ResidueIdentity], fits: d
     from dataclasses import replace
 
     from misi_agent.tools.atom_detection import POCKET_CLASSES
-    from misi_agent.tools.label_triangulation import text_places, text_point
+    from misi_agent.tools.label_triangulation import residue_label_points
     from misi_agent.tools.residue_fit import Restraint, fit_residue
 
     if not str(rec.scale_source).startswith("CA-CA"):
@@ -1058,14 +1058,8 @@ def _refitted_at_labels(views, rec, residues: Sequence[ResidueIdentity], fits: d
     lig = coords[polar] if polar.any() else coords[lig]
     if not len(lig):
         return list(residues)
-    points: dict[tuple[str, int, str], np.ndarray] = {}
-    for t in sorted({str(lab.reading or "").strip().upper() for labs in labels.values()
-                     for lab in labs.of_kind("residue")} - {""}):
-        m = _RESIDUE_RE.match(t)
-        if m:
-            p = text_point(rec, text_places(labels, None, "residue", t), np.zeros(2), t)
-            if p is not None:
-                points[(m.group(1).upper(), int(m.group(2)), m.group(3).upper())] = np.asarray(p.coords, float)
+    points = {parse_residue(t): np.asarray(p.coords, float)
+              for t, p in residue_label_points(rec, labels, _RESIDUE_RE.pattern).items()}
     by_number = {}
     for (name, number, ins), p in points.items():
         by_number.setdefault((number, ins), []).append(p)

@@ -224,21 +224,30 @@ def residue_label_distance(rec, labels: Mapping[str, Any], min_share: float = RU
     return ruler_distance(consecutive_label_steps(rec, labels, extra_cams), min_share)
 
 
+def residue_label_points(rec, labels: Mapping[str, Any], pattern: str,
+                         extra_cams: Mapping[str, NormView] | None = None) -> dict[str, LabelPoint]:
+    """Every residue label text read in some view that matches ``pattern`` (whole text), triangulated where its reads
+    meet (:func:`text_point`, no offset): the residues' CAs where labels are drawn at them. Shared by the CA–CA ruler
+    (:func:`consecutive_label_steps`) and T9's refits about the labels' points."""
+    texts = sorted({str(lab.reading or "").strip().upper() for labs in labels.values()
+                    for lab in labs.of_kind("residue")} - {""})
+    out = {}
+    for t in texts:
+        if re.fullmatch(pattern, t):
+            p = text_point(rec, text_places(labels, None, "residue", t), np.zeros(2), t, extra_cams=extra_cams)
+            if p is not None:
+                out[t] = p
+    return out
+
+
 def consecutive_label_steps(rec, labels: Mapping[str, Any],
                             extra_cams: Mapping[str, NormView] | None = None) -> np.ndarray:
     """Per pair of consecutive residues' labels (``ARG 45``, ``GLY 46``) triangulated (:func:`text_point`, no
     offset), the camera distance that puts them :data:`CA_CA_A` apart: ``CA_CA_A`` / their normalised distance.
     The triangulation is the costly part of :func:`residue_label_distance`; :func:`ruler_distance` decides."""
-    texts = sorted({str(lab.reading or "").strip().upper() for labs in labels.values()
-                    for lab in labs.of_kind("residue")} - {""})
     numbered: dict[int, list[np.ndarray]] = {}
-    for t in texts:
-        m = re.fullmatch(r"[A-Z]{3} (\d+)", t)
-        if not m:
-            continue
-        p = text_point(rec, text_places(labels, None, "residue", t), np.zeros(2), t, extra_cams=extra_cams)
-        if p is not None:
-            numbered.setdefault(int(m.group(1)), []).append(normalised(rec, p.coords[None])[0])
+    for t, p in residue_label_points(rec, labels, r"[A-Z]{3} (\d+)", extra_cams).items():
+        numbered.setdefault(int(t.split()[1]), []).append(normalised(rec, p.coords[None])[0])
     return np.array([CA_CA_A / d for n, ps in numbered.items() for a in ps for b in numbered.get(n + 1, [])
                      if (d := float(np.linalg.norm(a - b))) > 0])
 
