@@ -246,3 +246,46 @@ def test_a_residue_is_found_about_its_known_ca_in_a_crowded_pocket(pymol_pocket)
         found += np.median(list(err.values())) < 0.3 and max(polar) < 0.4 and best.cost_px < 0.9
         assert max(f.cost_px for f in fits.values()) > best.cost_px + 0.3  # the other carbon colour fits far worse
     assert len(keys) >= 2 and found == len(keys), found
+
+
+@pytest.fixture(scope="module")
+def raster_pocket():
+    """6YQW's whole pocket as the raster renderer draws it for the pocket–ligand task (six views), reconstructed
+    from the pictures alone; the true front scene and the residues that H-bond the ligand."""
+    from render_support import six_views
+
+    cx = load_complex(DATA / "6yqw.cif.gz", ligand="82I")
+    scenes, images = six_views(cx, "raster")
+    keys = sorted({residue_key_of(hb) for hb in complex_hbonds(cx)}, key=lambda k: k.number)
+    return load_views(images), reconstruct(images), scenes["front"], keys
+
+
+def test_a_residue_settled_in_a_wrong_pose_is_searched_again_about_its_ca(raster_pocket):
+    """T9's refit about the fitted CA (image_hbonds._refitted_about_ca): a residue near the ligand whose fit settled
+    in a wrong minimum (here each H-bonding residue of 6YQW's raster pocket turned 120° about its CA–CB, so its side
+    chain and backbone N, C, O lie on other atoms' places; of 10 residues of 20 raster T9 items whose bonding N/O
+    lay off with their CA in place, the true pose cost the views 0.08-0.60 px less than the fit in 7) is fitted again from poses about its CA and lands where the entry has it (every N
+    and O within 0.4 Å); a residue whose fit is good is left as it is."""
+    from dataclasses import replace
+
+    from scipy.spatial.transform import Rotation
+
+    from misi_agent.tools.identity import ResidueIdentity
+    from misi_agent.tools.image_hbonds import _refitted_about_ca
+
+    views, rec, front, keys = raster_pocket
+    Dt, D = float(-front.coords[:, 2].mean()), float(rec.distance)
+    for key in keys:
+        true = {str(front.atom_names[i]): front.coords[i] * (D / Dt) for i in range(len(front))
+                if not front.is_ligand[i] and front.residue_keys[front.residue[i]] == key}
+        ca, cb = true["CA"], true["CB"]
+        turn = Rotation.from_rotvec((cb - ca) / np.linalg.norm(cb - ca) * np.radians(120.0))
+        wrong = ResidueIdentity(1, (), key.name, key.number, "", {}, 1.0, "ocr", "ocr",
+                                completed={n: tuple(turn.apply(x - ca) + ca) for n, x in true.items()})
+        fits = {}
+        (found,) = _refitted_about_ca(views, rec, [wrong], fits)
+        assert found is not wrong and fits[1].cost_px < 0.9
+        polar = {n: np.linalg.norm(np.asarray(x) - true[n]) for n, x in found.completed.items() if n[0] in "NO"}
+        assert max(polar.values()) < 0.4, {n: round(float(e), 2) for n, e in polar.items()}
+        kept = replace(found, group=2)
+        assert _refitted_about_ca(views, rec, [kept], {2: fits[1]})[0] is kept  # a good fit is not searched again
