@@ -264,8 +264,9 @@ def test_a_residue_settled_in_a_wrong_pose_is_searched_again_about_its_ca(raster
     """T9's refit about the fitted CA (image_hbonds._refitted_about_ca): a residue near the ligand whose fit settled
     in a wrong minimum (here each H-bonding residue of 6YQW's raster pocket turned 120° about its CA–CB, so its side
     chain and backbone N, C, O lie on other atoms' places; of 10 residues of 20 raster T9 items whose bonding N/O
-    lay off with their CA in place, the true pose cost the views 0.08-0.60 px less than the fit in 7) is fitted again from poses about its CA and lands where the entry has it (every N
-    and O within 0.4 Å); a residue whose fit is good is left as it is."""
+    lay off with their CA in place, the true pose cost the views 0.08-0.60 px less than the fit in 7) is fitted
+    again from poses about its CA and lands where the entry has it (every N and O within 0.4 Å); a residue whose fit
+    is good is left as it is."""
     from dataclasses import replace
 
     from scipy.spatial.transform import Rotation

@@ -1048,6 +1048,19 @@ def _ligand_polar_points(rec) -> np.ndarray:
     return coords[polar] if polar.any() else coords[lig]
 
 
+def _fitted_either_carbon(views, name: str, distance: float, **kw):
+    """Residue ``name`` fitted (no turns about its side chain) in the carbon colour that quick fits of both (no
+    torsion flips) find the views prefer: carbons alternate between residues, and a residue placed from a label or
+    refitted about its CA has no drawn group to take the colour from. ``kw`` go to
+    :func:`~misi_agent.tools.residue_fit.fit_residue` (``at``, ``named``, ``restraints``)."""
+    from misi_agent.tools.atom_detection import POCKET_CLASSES
+    from misi_agent.tools.residue_fit import fit_residue
+
+    quick = {c: fit_residue(views, name, c, distance, flips=False, turns=False, **kw) for c in sorted(POCKET_CLASSES)}
+    carbon = min(sorted(quick), key=lambda c: quick[c].cost_px if quick[c] is not None else np.inf)
+    return fit_residue(views, name, carbon, distance, turns=False, **kw)
+
+
 def _refitted_at_labels(views, rec, residues: Sequence[ResidueIdentity], fits: dict[int, Any],
                         labels: Mapping[str, ImageLabels]) -> list[ResidueIdentity]:
     """Residues refitted, or added, with their CA on the point where their label's reads meet in the views.
@@ -1064,9 +1077,8 @@ def _refitted_at_labels(views, rec, residues: Sequence[ResidueIdentity], fits: d
     taken when the views accept it (:data:`POOR_FIT_PX`)."""
     from dataclasses import replace
 
-    from misi_agent.tools.atom_detection import POCKET_CLASSES
     from misi_agent.tools.label_triangulation import residue_label_points
-    from misi_agent.tools.residue_fit import Restraint, fit_residue
+    from misi_agent.tools.residue_fit import Restraint
 
     if not str(rec.scale_source).startswith("CA-CA"):
         return list(residues)
@@ -1092,12 +1104,7 @@ def _refitted_at_labels(views, rec, residues: Sequence[ResidueIdentity], fits: d
             near = [q for q in by_number.get((n, ins), []) if 3.0 <= np.linalg.norm(q - p) <= 4.3]
             if len(near) == 1:
                 restraints += [Restraint(atom, near[0], length) for atom, length in spans]
-        # quick fits (no torsion flips) tell the residue's carbon colour (the group a wrong label named has another)
-        quick = {c: fit_residue(views, name, c, float(rec.distance), at=("CA", p), restraints=restraints,
-                                flips=False, turns=False) for c in sorted(POCKET_CLASSES)}
-        carbon = min(sorted(quick), key=lambda c: quick[c].cost_px if quick[c] is not None else np.inf)
-        best = fit_residue(views, name, carbon, float(rec.distance), at=("CA", p), restraints=restraints,
-                           turns=False)
+        best = _fitted_either_carbon(views, name, float(rec.distance), at=("CA", p), restraints=restraints)
         if best is None or best.cost_px > POOR_FIT_PX:
             continue
         completed = {n: tuple(map(float, x)) for n, x in best.coords.items()}
@@ -1131,9 +1138,6 @@ def _refitted_about_ca(views, rec, residues: Sequence[ResidueIdentity], fits: di
     at most :data:`POOR_FIT_PX` and :data:`ABOUT_CA_MARGIN_PX` less. Both renderers."""
     from dataclasses import replace
 
-    from misi_agent.tools.atom_detection import POCKET_CLASSES
-    from misi_agent.tools.residue_fit import fit_residue
-
     lig = _ligand_polar_points(rec)
     if not len(lig):
         return list(residues)
@@ -1148,10 +1152,7 @@ def _refitted_about_ca(views, rec, residues: Sequence[ResidueIdentity], fits: di
         if old is not None and old.cost_px <= ABOUT_CA_PX:
             continue
         named = {n: np.asarray(x, float) for n, x in r.completed.items()}
-        quick = {c: fit_residue(views, r.name, c, float(rec.distance), named=named, at=("CA", ca), flips=False,
-                                turns=False) for c in sorted(POCKET_CLASSES)}
-        carbon = min(sorted(quick), key=lambda c: quick[c].cost_px if quick[c] is not None else np.inf)
-        best = fit_residue(views, r.name, carbon, float(rec.distance), named=named, at=("CA", ca), turns=False)
+        best = _fitted_either_carbon(views, r.name, float(rec.distance), named=named, at=("CA", ca))
         if best is None or best.cost_px > POOR_FIT_PX or (old is not None
                                                           and best.cost_px >= old.cost_px - ABOUT_CA_MARGIN_PX):
             continue
