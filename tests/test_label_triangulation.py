@@ -199,6 +199,42 @@ def test_pocket_ligand_gets_the_ligand_atoms_pymol_hides_and_not_raster_guesses(
     assert confirmed < 5 and r_named == {} and r_rec2 is r_rec
 
 
+@needs_shared
+def test_ligand_label_points_are_trusted_where_the_residue_labels_ruled_the_scale():
+    """7u0u's FK506 (FK5) on PyMOL's pictures: 9 of its 57 atoms are rebuilt, none of them where a ligand label point
+    falls (0 confirmed, 6 contradicted), so the rebuilt atoms cannot vouch for the labels' offset. Where the residue
+    labels ruled the Å scale (the pipeline's ``rescaled_by_residue_labels``), the renderer draws its labels at their
+    anchors and with_labelled_ligand_atoms trusts the points as they are (measured: 9 placed, 6 within 0.15 Å of their
+    true atoms, its O2, O4 and O12 among them); the same points on the reconstruction at its own scale are refused."""
+    from misi_agent.tools.image_hbonds import with_labelled_ligand_atoms
+    from misi_agent.tools.label_spotting import with_hidden_residue_labels
+    from misi_agent.tools.label_triangulation import (LIGAND_CLASS, element_of_name, ligand_label_points,
+                                                      rebuilt_agreement, rescaled_by_residue_labels)
+    from misi_agent.tools.reconstruction import load_views
+
+    scenes, images, labels, rec = _pictured(SHARED / "posebusters" / "7u0u.cif.gz", "FK5", "pymol")
+    labels = with_hidden_residue_labels(images, labels)
+    ruled = rescaled_by_residue_labels(images, load_views(images), rec, labels)
+    assert ruled.scale_source.startswith("CA-CA") and not str(rec.scale_source).startswith("CA-CA")
+    sp = spotters(images, labels)
+    points = [p for p in ligand_label_points(ruled, labels, sp) if element_of_name(p.text) in LIGAND_CLASS]
+    assert rebuilt_agreement(ruled, points)[0] < 5  # the rebuilt atoms alone would not let the points in
+
+    placed_rec, named = with_labelled_ligand_atoms(ruled, labels, sp)
+    front = scenes["front"]
+    lig, names = _ligand(front)
+    D = -float(front.centroid[2])
+    errors = {t: _error_a(placed_rec, placed_rec.coords[k], front.coords[lig[names.index(t)]], D)
+              for k, t in named.items() if t in names}
+    assert len(placed_rec.coords) - len(ruled.coords) >= 5
+    assert sum(e < 0.5 for e in errors.values()) >= 5, errors
+    polar = {t: e for t, e in errors.items() if t[0] in "NO"}
+    assert len(polar) >= 2 and all(e < 0.5 for e in polar.values()), polar
+
+    unruled_rec, unruled_named = with_labelled_ligand_atoms(rec, labels, sp)
+    assert unruled_named == {} and unruled_rec is rec
+
+
 def test_consecutive_residue_labels_give_the_camera_distance(pymol_7n4w):
     """The Å scale from the CA–CA steps of consecutive residues' labels (residue_label_distance), over the labels read
     and those spotted in the piles (as T9 does): PyMOL draws a residue's label at its CA, so the triangulated labels
