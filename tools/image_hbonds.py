@@ -579,11 +579,11 @@ def with_labelled_ligand_atoms(rec, labels: Mapping[str, ImageLabels], spotters:
     bonded to the ligand atoms within :data:`LABELLED_BOND_A`. T9 from the images, 20 items: PyMOL 7.27 → 9.15 (7lou's
     ligand now found in the Chemical Component Dictionary), raster unchanged on 20 + 24 + 24 items (the gate holds)."""
     from misi_agent.tools.label_triangulation import (LIGAND_CLASS, element_of_name, ligand_label_points,
-                                                      rebuilt_agreement, with_ligand_atoms)
+                                                      rebuilt_agreement, scale_ruled_by_labels, with_ligand_atoms)
 
     points = [p for p in ligand_label_points(rec, labels, spotters) if element_of_name(p.text) in LIGAND_CLASS]
     confirmed, contradicted = rebuilt_agreement(rec, points)
-    at_anchors = str(getattr(rec, "scale_source", "")).startswith("CA-CA")  # labels drawn at their anchors
+    at_anchors = scale_ruled_by_labels(rec)  # labels drawn at their anchors
     if not at_anchors and (confirmed < LABELLED_MIN_CONFIRMED
                            or confirmed < LABELLED_MIN_AGREEMENT * (confirmed + contradicted)):
         return rec, {}
@@ -1077,10 +1077,10 @@ def _refitted_at_labels(views, rec, residues: Sequence[ResidueIdentity], fits: d
     taken when the views accept it (:data:`POOR_FIT_PX`)."""
     from dataclasses import replace
 
-    from misi_agent.tools.label_triangulation import residue_label_points
+    from misi_agent.tools.label_triangulation import residue_label_points, scale_ruled_by_labels
     from misi_agent.tools.residue_fit import Restraint
 
-    if not str(rec.scale_source).startswith("CA-CA"):
+    if not scale_ruled_by_labels(rec):
         return list(residues)
     lig = _ligand_polar_points(rec)
     if not len(lig):

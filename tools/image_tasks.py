@@ -415,6 +415,8 @@ def solve_docking(images: Sequence[Any], pocket: Reconstruction | None = None,
     x-move is scored by the pocket contacts of the ligand's atoms, clashes and possible H-bonds
     (:func:`_pose_score`); the best pose's commands are the answer.
     """
+    from misi_agent.tools.label_triangulation import scale_ruled_by_labels
+
     images = G._check_images(images, T.DOCKING)
     pocket = pocket if pocket is not None else _pocket_at_label_scale(views_of(images[0:3]))
     ligand = ligand if ligand is not None else reconstruct(views_of(images[3:6]))
@@ -459,7 +461,7 @@ def solve_docking(images: Sequence[Any], pocket: Reconstruction | None = None,
     depth_l = -float(lig_pts[:, 2].mean())
     depth_p = -float(pocket_pts[:, 2].mean())
     k_scale = depth_l / depth_p if depth_p > 1e-6 and depth_l > 1e-6 else 1.0
-    if pocket.scale_source.startswith("CA-CA"):
+    if scale_ruled_by_labels(pocket):
         lig_pts = lig_pts / k_scale
     elif "ball" not in pocket.scale_source:
         pocket_pts = pocket_pts * k_scale

@@ -52,6 +52,7 @@ RULER_APART = 0.6  # pairs whose estimate is below this share of the densest one
 # over CA_CA_A / 0.6 = 6.4 Å apart at that scale: residues of two chains numbered alike) and do not count among all
 RULER_MIN_SHARE_ALL = 0.25  # ... but the densest group must hold this share of all pairs, the far ones included: among
 # scattered labels a spurious dense group makes most others look far apart (raster T9 7d5c: 8 of 52, 1.19x the truth)
+RULED_SOURCE = "CA-CA"  # how a scale_source taken from the residue labels begins
 POINT_SIGMA_A = 0.3  # Å: the uncertainty of a placed atom (0.1–0.5 Å from the true one where views agree, PyMOL)
 
 
@@ -268,7 +269,7 @@ def ruler_distance(est: np.ndarray, min_share: float = RULER_MIN_SHARE,
     if (len(group) < min_pairs or len(group) < min_share * near
             or len(group) < RULER_MIN_SHARE_ALL * len(est)):
         return None, f"consecutive residue labels disagree ({len(group)} of {len(est)} pairs on one scale{far})"
-    return float(np.median(group)), f"CA-CA of {len(group)} of {len(est)} consecutive residue label pairs{far}"
+    return float(np.median(group)), f"{RULED_SOURCE} of {len(group)} of {len(est)} consecutive residue label pairs{far}"
 
 
 def rescaled_by_residue_labels(images_by_view: Mapping[str, Any], views, rec, labels: Mapping[str, Any]):
@@ -288,6 +289,13 @@ def rescaled_by_residue_labels(images_by_view: Mapping[str, Any], views, rec, la
         return replace(rec, notes=tuple(rec.notes) + (source,))
     again = reconstruct(images_by_view, distance=D, views=views)
     return replace(again, scale_source=f"{source} (the ligand gave {rec.distance:.1f} A)")
+
+
+def scale_ruled_by_labels(rec) -> bool:
+    """Whether ``rec``'s Å scale came from its consecutive residue labels (:func:`rescaled_by_residue_labels`): then
+    the renderer draws labels at their anchors (PyMOL), where a renderer that moves them aside (raster) gives no
+    ruler."""
+    return str(getattr(rec, "scale_source", "")).startswith(RULED_SOURCE)
 
 
 CONFIRM_A = 1.0  # Å: a placed name this close to a rebuilt ligand atom of its element is confirmed by it
