@@ -209,13 +209,14 @@ def test_ligand_label_points_are_trusted_where_the_residue_labels_ruled_the_scal
     from misi_agent.tools.image_hbonds import with_labelled_ligand_atoms
     from misi_agent.tools.label_spotting import with_hidden_residue_labels
     from misi_agent.tools.label_triangulation import (LIGAND_CLASS, element_of_name, ligand_label_points,
-                                                      rebuilt_agreement, rescaled_by_residue_labels)
+                                                      rebuilt_agreement, rescaled_by_residue_labels,
+                                                      scale_ruled_by_labels)
     from misi_agent.tools.reconstruction import load_views
 
     scenes, images, labels, rec = _pictured(SHARED / "posebusters" / "7u0u.cif.gz", "FK5", "pymol")
     labels = with_hidden_residue_labels(images, labels)
     ruled = rescaled_by_residue_labels(images, load_views(images), rec, labels)
-    assert ruled.scale_source.startswith("CA-CA") and not str(rec.scale_source).startswith("CA-CA")
+    assert scale_ruled_by_labels(ruled) and not scale_ruled_by_labels(rec)
     sp = spotters(images, labels)
     points = [p for p in ligand_label_points(ruled, labels, sp) if element_of_name(p.text) in LIGAND_CLASS]
     assert rebuilt_agreement(ruled, points)[0] < 5  # the rebuilt atoms alone would not let the points in
