@@ -6,7 +6,10 @@ Usage::
         --per-task 20 --split test --renderer raster --seed 0 \\
         --tasks residue_ligand_interaction,pocket_ligand_interaction
     python eval/image_hbonds.py --set /tmp/ih_raster --renderer raster
-    python eval/image_hbonds.py --set /tmp/ih_pymol --renderer pymol
+    python eval/image_hbonds.py --set /tmp/ih_pymol --renderer pymol --jobs 4
+
+``--jobs N`` answers N items at a time in worker processes (:mod:`misi_agent.bench.parallel`; a PyMOL T9 item
+takes 2–9 minutes on one core); the results are the same as with one.
 
 For every question the answer is computed from the six images only
 (:mod:`misi_agent.tools.image_hbonds`) with these reconstructions:
@@ -222,11 +225,11 @@ def image_size(images: dict) -> int:
     return next(iter(images.values())).width
 
 
-def run(set_dir: Path, renderer: str, noise: float, limit: int | None, arms: list[str]) -> dict:
-    from misi_agent.bench.scoring import score_item
-    from misi_agent.structure import ResidueKey
-    from misi_agent.tools.image_hbonds import (oracle_reconstruction, pocket_hbonds_from_images, read_all_labels,
-                                               residue_hbonds_from_images)
+def run(set_dir: Path, renderer: str, noise: float, limit: int | None, arms: list[str], jobs: int = 1) -> dict:
+    """Every question of the set (``limit`` per task) answered by every arm, over ``jobs`` worker processes."""
+    from functools import partial
+
+    from misi_agent.bench.parallel import map_items
 
     qs = load_set(set_dir)
     if limit:
@@ -237,52 +240,64 @@ def run(set_dir: Path, renderer: str, noise: float, limit: int | None, arms: lis
                 keep.append(q)
                 by_task[q.task] += 1
         qs = keep
-    rows = []
+    done = map_items(partial(run_question, set_dir=set_dir, renderer=renderer, noise=noise, arms=arms), qs,
+                     jobs=jobs, desc=f"image H-bonds ({renderer})")
     ocr = Counter()
-    for q in tqdm(qs, desc=f"image H-bonds ({renderer})"):
-        images = images_of(q, set_dir)
-        t0 = time.perf_counter()
-        labels = read_all_labels(images)
-        t_ocr = time.perf_counter() - t0
-        cx = complex_of(q)
-        p = q.meta["params"]
-        rkeys = None
-        if q.task == "residue_ligand_interaction":
-            r = p["residue"]
-            rkeys = [ResidueKey(r["chain"], int(r["number"]), r["insertion_code"], r["name"])]
-        row = {"id": q.id, "task": q.task, "gold": q.answer, "t_ocr_s": round(t_ocr, 2)}
-        for arm in arms:
-            t1 = time.perf_counter()
-            try:
-                if arm.startswith("oracle"):
-                    rec = oracle_reconstruction(cx, residues=rkeys, noise=float(arm.split(":")[1]) if ":" in arm else noise,
-                                                seed=0, size=image_size(images))
-                else:
-                    rec = None  # the product path: the tool rebuilds (and may rescale) the scene itself
-                if q.task == "residue_ligand_interaction":
-                    r = p["residue"]
-                    ans = residue_hbonds_from_images(images, f"{r['name']} {r['number']}{r['insertion_code']}",
-                                                     r["chain"], reconstruction=rec, labels=labels,
-                                                     fit_residues=not arm.startswith("oracle"))
-                else:
-                    ans = pocket_hbonds_from_images(images, reconstruction=rec, labels=labels,
-                                                    fit_residues=not arm.startswith("oracle"))
-                pred = ans.answer
-                err = None
-            except Exception as exc:  # an item that fails scores 0 and is listed
-                pred, err, rec = None, f"{exc.__class__.__name__}: {exc}"[:200], None
-            s = score_item(q, pred)
-            row[arm] = {"pred": pred, "score": s.composite, "exact": s.exact, "column": s.column, "error": err,
-                        "t_s": round(time.perf_counter() - t1, 2)}
-            if arm == next((x for x in arms if x.startswith("oracle")), None) and rec is not None:
-                ocr.update(ocr_accuracy(q, cx, rec, labels, rkeys))
-        if q.task == "pocket_ligand_interaction":
-            row["gold_chains"] = sorted({b["chain"] for b in p["bonds"]})
-            o, t = label_overlap(cx, renderer)
-            ocr["labels_overlapping"] += o
-            ocr["labels_drawn"] += t
-        rows.append(row)
-    return {"rows": rows, "ocr": dict(ocr)}
+    for _, counts in done:
+        ocr.update(counts)
+    return {"rows": [row for row, _ in done], "ocr": dict(ocr)}
+
+
+def run_question(q, *, set_dir: Path, renderer: str, noise: float, arms: list[str]) -> tuple[dict, Counter]:
+    """One question answered by every arm: its row (answers, scores, seconds) and its label-reading counts."""
+    from misi_agent.bench.scoring import score_item
+    from misi_agent.structure import ResidueKey
+    from misi_agent.tools.image_hbonds import (oracle_reconstruction, pocket_hbonds_from_images, read_all_labels,
+                                               residue_hbonds_from_images)
+
+    ocr = Counter()
+    images = images_of(q, set_dir)
+    t0 = time.perf_counter()
+    labels = read_all_labels(images)
+    t_ocr = time.perf_counter() - t0
+    cx = complex_of(q)
+    p = q.meta["params"]
+    rkeys = None
+    if q.task == "residue_ligand_interaction":
+        r = p["residue"]
+        rkeys = [ResidueKey(r["chain"], int(r["number"]), r["insertion_code"], r["name"])]
+    row = {"id": q.id, "task": q.task, "gold": q.answer, "t_ocr_s": round(t_ocr, 2)}
+    for arm in arms:
+        t1 = time.perf_counter()
+        try:
+            if arm.startswith("oracle"):
+                rec = oracle_reconstruction(cx, residues=rkeys, noise=float(arm.split(":")[1]) if ":" in arm else noise,
+                                            seed=0, size=image_size(images))
+            else:
+                rec = None  # the product path: the tool rebuilds (and may rescale) the scene itself
+            if q.task == "residue_ligand_interaction":
+                r = p["residue"]
+                ans = residue_hbonds_from_images(images, f"{r['name']} {r['number']}{r['insertion_code']}",
+                                                 r["chain"], reconstruction=rec, labels=labels,
+                                                 fit_residues=not arm.startswith("oracle"))
+            else:
+                ans = pocket_hbonds_from_images(images, reconstruction=rec, labels=labels,
+                                                fit_residues=not arm.startswith("oracle"))
+            pred = ans.answer
+            err = None
+        except Exception as exc:  # an item that fails scores 0 and is listed
+            pred, err, rec = None, f"{exc.__class__.__name__}: {exc}"[:200], None
+        s = score_item(q, pred)
+        row[arm] = {"pred": pred, "score": s.composite, "exact": s.exact, "column": s.column, "error": err,
+                    "t_s": round(time.perf_counter() - t1, 2)}
+        if arm == next((x for x in arms if x.startswith("oracle")), None) and rec is not None:
+            ocr.update(ocr_accuracy(q, cx, rec, labels, rkeys))
+    if q.task == "pocket_ligand_interaction":
+        row["gold_chains"] = sorted({b["chain"] for b in p["bonds"]})
+        o, t = label_overlap(cx, renderer)
+        ocr["labels_overlapping"] += o
+        ocr["labels_drawn"] += t
+    return row, ocr
 
 
 def _pct(a, b):
@@ -418,9 +433,12 @@ def main(argv=None) -> int:
                     help="comma-separated: oracle:<noise Å> (true atoms projected, plus noise) and/or images")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--ocr-compare", action="store_true", help="also compare with Tesseract (if installed)")
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes, one item each at a time (default 1)")
     a = ap.parse_args(argv)
     arms = a.arms.split(",")
-    res = run(a.set, a.renderer, a.noise, a.limit, arms)
+    if a.jobs < 1:
+        ap.error(f"--jobs must be 1 or more, got {a.jobs}")
+    res = run(a.set, a.renderer, a.noise, a.limit, arms, jobs=a.jobs)
     if a.ocr_compare:
         res["ocr_comparison"] = ocr_comparison(a.renderer)
     a.out.mkdir(parents=True, exist_ok=True)
