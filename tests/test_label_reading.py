@@ -182,3 +182,22 @@ def test_glyph_fragments_are_not_read_into_residue_labels():
     for lab in reads:  # a fragment stays only in a run read whole: one with a fragment in its name, or nothing else
         frags = sum(map(_is_fragment, lab.words[1]))  # in its number
         assert not frags or frags == len(lab.words[1]) or any(map(_is_fragment, lab.words[0][1:])), lab.text
+
+
+def test_stick_highlights_of_large_pymol_pictures_are_not_read_as_ligand_names():
+    """At 768 px PyMOL's sticks are wide enough for their orange and lavender highlights to pass as text colours,
+    and their fragments outnumbered the ligand's names (7w06's ITN: 139 'ligand names' such as V, S, I, W read from
+    the sticks, against 7 in the ligand's own colour), so the ligand colour was the sticks'. The ligand's names are
+    now taken from the colour whose glyphs read surely: in its own colour, and most of them its atoms' names."""
+    from misi_agent.render.pymol_backend import PyMOLRenderer
+
+    cx = load_complex(DATA / "7w06.cif.gz", ligand="ITN")
+    sc = scene_from_complex(cx, "front")
+    with PyMOLRenderer() as ren:
+        read = read_labels(ren.render(sc, size=768).image)
+    names = {str(n) for n in cx.ligand.atom_name}
+    ligand = [lab.text for lab in read.of_kind("ligand")]
+    assert 3 <= len(ligand) <= len(names), ligand
+    assert len({lab.colour for lab in read.of_kind("ligand")}) == 1
+    assert sum(any(n.startswith(t) for n in names) for t in ligand) >= 0.5 * len(ligand), (ligand, sorted(names))
+    assert len(read.of_kind("residue")) >= 20
