@@ -49,7 +49,7 @@ from misi_agent.agent.planners.router import first_call  # noqa: E402
 from misi_agent.agent.registry import Registry  # noqa: E402
 from misi_agent.agent.store import StructureStore  # noqa: E402
 from misi_agent.bench import tasks as T  # noqa: E402
-from misi_agent.bench.parallel import map_items  # noqa: E402
+from misi_agent.bench.parallel import jobs_argument, map_items  # noqa: E402
 from misi_agent.bench.question import read_questions  # noqa: E402
 from misi_agent.bench.scoring import score_item  # noqa: E402
 from misi_agent.scene import scene_from_complex  # noqa: E402
@@ -269,10 +269,8 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="at most this many questions per task")
     ap.add_argument("--recon-limit", type=int, default=30, help="at most this many complexes for the reconstruction figures")
     ap.add_argument("--redraw", action="store_true", help="only rewrite image_grounding.md/.png from the saved results")
-    ap.add_argument("--jobs", type=int, default=1, help="worker processes, one item each at a time (default 1)")
+    ap.add_argument("--jobs", type=jobs_argument, default=1, help="worker processes, one item each at a time (default 1)")
     args = ap.parse_args(argv)
-    if args.jobs < 1:
-        ap.error(f"--jobs must be 1 or more, got {args.jobs}")
     if args.redraw:
         for p in sorted(Path(args.out).glob("image_grounding_*.json")):
             d = json.loads(p.read_text(encoding="utf-8"))
@@ -280,20 +278,17 @@ def main(argv=None) -> int:
         combined_report(Path(args.out))
         return 0
     qpath = Path(args.questions)
-    questions = [q for q in read_questions(qpath) if q.task in GEOMETRIC]
-    questions = first_per_task(questions, args.limit)
+    every = read_questions(qpath)
+    questions = first_per_task([q for q in every if q.task in GEOMETRIC], args.limit)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    # --- reconstruction quality
-    done = set()
-    for q in [q for q in read_questions(qpath) if q.task in UNIT]:
+    # --- reconstruction quality: the first unit-task question of each complex
+    firsts = {}
+    for q in every:
         key = (q.meta.get("pdb_id"), q.meta.get("ligand"))
-        if key in done or len(done) >= args.recon_limit:
-            continue
-        done.add(key)
-    firsts = [next(q for q in read_questions(qpath) if q.task in UNIT and (q.meta.get("pdb_id"), q.meta.get("ligand")) == key)
-              for key in sorted(done)]
-    recon = map_items(partial(recon_item, base=qpath.parent), firsts, jobs=args.jobs,
+        if q.task in UNIT and key not in firsts and len(firsts) < args.recon_limit:
+            firsts[key] = q
+    recon = map_items(partial(recon_item, base=qpath.parent), [firsts[k] for k in sorted(firsts)], jobs=args.jobs,
                       desc=f"reconstruction ({args.label})", unit="complex")
     rsum = summarise_recon([r for r in recon if "error" not in r])
     # --- task scores

@@ -424,6 +424,8 @@ def plot_results(out: Path) -> Path | None:
 
 
 def main(argv=None) -> int:
+    from misi_agent.bench.parallel import jobs_argument
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", required=True, type=Path)
     ap.add_argument("--renderer", required=True)
@@ -433,11 +435,9 @@ def main(argv=None) -> int:
                     help="comma-separated: oracle:<noise Å> (true atoms projected, plus noise) and/or images")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--ocr-compare", action="store_true", help="also compare with Tesseract (if installed)")
-    ap.add_argument("--jobs", type=int, default=1, help="worker processes, one item each at a time (default 1)")
+    ap.add_argument("--jobs", type=jobs_argument, default=1, help="worker processes, one item each at a time (default 1)")
     a = ap.parse_args(argv)
     arms = a.arms.split(",")
-    if a.jobs < 1:
-        ap.error(f"--jobs must be 1 or more, got {a.jobs}")
     res = run(a.set, a.renderer, a.noise, a.limit, arms, jobs=a.jobs)
     if a.ocr_compare:
         res["ocr_comparison"] = ocr_comparison(a.renderer)

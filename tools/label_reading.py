@@ -549,8 +549,14 @@ def looks_like_labels(reads: Sequence[LabelRead]) -> bool:
     if not glyphs:
         return False
     multi = sum(len(gs) >= 2 for gs in glyphs)
-    conf = float(np.median([g.confidence for gs in glyphs for g in gs]))
-    return multi >= DIM_MIN_MULTI and multi >= 0.5 * len(glyphs) and conf >= DIM_MIN_CONFIDENCE
+    return multi >= DIM_MIN_MULTI and multi >= 0.5 * len(glyphs) and median_confidence(reads) >= DIM_MIN_CONFIDENCE
+
+
+def median_confidence(reads: Sequence[LabelRead]) -> float:
+    """The median confidence of all glyphs of ``reads`` (0 when they hold none): text reads near 1, shading and stick
+    highlights read as glyphs well below."""
+    conf = [g.confidence for r in reads for g in r.glyphs]
+    return float(np.median(conf)) if conf else 0.0
 
 
 def _class_string(glyphs: Sequence[Glyph]) -> str:
@@ -639,8 +645,7 @@ def _assign_kinds(reads: list[LabelRead], n_colours: int) -> list[LabelRead]:
         cls = [_class_string(r.glyphs) for r in mine]
         res = sum(1 for r in mine for _ in _residue_runs(r))
         lig = sum(1 for r, c in zip(mine, cls) if len(r.words) == 1 and 1 <= len(c) <= 5 and c[0] in "LX")
-        conf = [g.confidence for r in mine for w in r.words for g in w]
-        stats.append((ci, mine, res, lig, float(np.median(conf)) if conf else 0.0))
+        stats.append((ci, mine, res, lig, median_confidence(mine)))
     out = []
     res_colour = max(stats, key=lambda t: t[2], default=None)
     if res_colour is not None and res_colour[2] >= 1:

@@ -35,6 +35,17 @@ def check_jobs(jobs: int) -> int:
     return int(jobs)
 
 
+def jobs_argument(text: str) -> int:
+    """``--jobs`` for argparse (``type=jobs_argument``): :func:`check_jobs` on the integer, its message as argparse's
+    one-line usage error."""
+    from argparse import ArgumentTypeError
+
+    try:
+        return check_jobs(int(text))
+    except (JobsError, ValueError) as exc:
+        raise ArgumentTypeError(str(exc)) from None
+
+
 @contextmanager
 def _single_threaded_children() -> Iterator[None]:
     """The thread variables set to 1 while workers are spawned (they read them at start), then put back."""
