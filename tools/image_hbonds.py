@@ -54,6 +54,7 @@ HBOND_MODE = "relaxed"
 WIDER_TOLERANCES = ((0.4, 30.0), (0.6, 30.0), (0.8, 40.0), (1.0, 50.0))  # (Å, degrees) tried in turn, for T9 only,
 # when the relaxed criteria (0.4 Å, 20°) name no bond in a reconstruction: see :func:`answer_or_widened`
 UNSEEN = "*"  # name prefix of ligand atoms chemistry adds that the pictures do not show (their bonds are not reported)
+SPOT_CANDIDATES = 10  # components of the read names' shortlist whose atom names are spotted (component_spotting)
 HIDDEN_SHARE_NAMED = 0.25  # a CCD component's atoms placed from its ideal geometry are named (their bonds reported)
 # when at least this share of its atoms is not pictured: see :func:`complex_from_identity`
 _RESIDUE_RE = re.compile(r"^\s*([A-Za-z]{3})\s*(-?\d+)([A-Za-z]?)\s*$")
@@ -118,7 +119,7 @@ def parse_residue(text: str) -> tuple[str, int, str]:
 def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: LigandIdentity, *,
                           chain: str = DEFAULT_CHAIN, pdb_id: str = "img",
                           extra: Sequence[tuple[int, str, Mapping[str, np.ndarray]]] = (),
-                          dictionary: bool = False) -> Complex:
+                          dictionary: bool = False, component: tuple[Any, str] | None = None) -> Complex:
     """A :class:`Complex` of the named atoms: pocket residues in number order (atoms without a
     template name are left out, residues numbered by :func:`complex_numbers`), the ligand
     with its perceived bond orders. A ligand P short of neighbours gets the O the pictures hid
@@ -135,7 +136,10 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
     6z1c): their bonds are the best answer the pictures give (T9 PyMOL, 20 items: harness on cached fits 9.98 → 12.06, a fresh full run 9.15 → 10.40).
     Where a drawn ligand hides a few atoms (raster, 1–9 of 14–45), reporting them gained on some items and lost on
     others (20 + 24 + 24 raster items: 53.19 / 45.33 / 37.79 → 52.01 / 46.48 / 37.91), and with the share they are
-    unchanged (``eval/results/image_hbonds.md``)."""
+    unchanged (``eval/results/image_hbonds.md``).
+
+    ``component``: a component already found another way (:func:`~misi_agent.tools.component_spotting.spotted_component`:
+    the match and a line saying how), taken instead of the dictionary lookup."""
     coords = np.asarray(rec.coords, float)
     rows = []  # (number, ins, name, atom name, element, xyz)
     for r, number in zip(residues, complex_numbers(residues)):
@@ -159,22 +163,20 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
         pocket.atom_name = np.array([t[3] for t in rows])
         pocket.element = np.array([t[4] for t in rows])
         pocket.hetero = np.zeros(len(rows), bool)
-    lig_idx = [int(i) for i in np.flatnonzero(np.asarray(rec.is_ligand, bool))]
-    if not lig_idx:
+    if not np.any(np.asarray(rec.is_ligand, bool)):
         raise ImageHBondError("no ligand atoms were reconstructed from the pictures")
-    pos = {i: k for k, i in enumerate(lig_idx)}
-    elements = [element_of_class(rec.classes[i]) for i in lig_idx]
-    xyz = coords[lig_idx]
-    names = [ligand.names[i] for i in lig_idx]
-    lbonds = valence_pruned(elements, xyz, [(pos[a], pos[b]) for a, b in recon_bonds(coords, rec.bonds, lig_idx)])
-    match = (identify_component(elements, xyz, names, lbonds, [ligand.support.get(i, 0.0) for i in lig_idx])
-             if dictionary else None)
+    elements, xyz, names, lbonds, support = ligand_atoms(rec, ligand)
+    how = ""
+    if component is not None:
+        match, how = component
+    else:
+        match = identify_component(elements, xyz, names, lbonds, support) if dictionary else None
     if match is not None:
         named = float(np.mean(match.seen < 0)) >= HIDDEN_SHARE_NAMED  # the hidden atoms' bonds are reported
         prefix = "" if named else UNSEEN
-        note = (f"ligand chemistry of CCD component {match.code}: {int((match.seen >= 0).sum())} of "
-                f"{len(match.names)} atoms pictured" + (", the others placed from its ideal geometry and named"
-                                                        if named else ""))
+        note = (f"ligand chemistry of CCD component {match.code}: "
+                + (how if how else f"{int((match.seen >= 0).sum())} of {len(match.names)} atoms pictured")
+                + (", the others placed from its ideal geometry and named" if named else ""))
         return _complex(pdb_id, chain, pocket, match.elements, match.coords,
                         [n if k >= 0 else f"{prefix}{n}" for n, k in zip(match.names, match.seen)], match.mol, note,
                         code=match.code)
@@ -184,9 +186,35 @@ def complex_from_identity(rec, residues: Sequence[ResidueIdentity], ligand: Liga
         elements.append("O")
         names.append(f"{UNSEEN}O{k}")
         xyz = np.vstack([xyz, x])
-    sig = np.asarray(getattr(rec, "sigma", np.zeros(len(coords))), float)[lig_idx]
+    sig = np.asarray(getattr(rec, "sigma", np.zeros(len(coords))), float)[np.asarray(rec.is_ligand, bool)]
     mol, how = ligand_molecule(elements, xyz, lbonds, float(np.median(sig)) if len(sig) else 0.0)
     return _complex(pdb_id, chain, pocket, elements, xyz, names, mol, f"ligand bonds {how}")
+
+
+def ligand_atoms(rec, ligand: LigandIdentity) -> tuple[list[str], np.ndarray, list[str], list[tuple[int, int]],
+                                                        list[float]]:
+    """The rebuilt ligand as the dictionary lookups take it: elements, coordinates, names, bonds (pruned to valence,
+    by index into these lists) and each name's vote support."""
+    coords = np.asarray(rec.coords, float)
+    lig_idx = [int(i) for i in np.flatnonzero(np.asarray(rec.is_ligand, bool))]
+    pos = {i: k for k, i in enumerate(lig_idx)}
+    elements = [element_of_class(rec.classes[i]) for i in lig_idx]
+    xyz = coords[lig_idx]
+    lbonds = valence_pruned(elements, xyz, [(pos[a], pos[b]) for a, b in recon_bonds(coords, rec.bonds, lig_idx)])
+    return (elements, xyz, [ligand.names[i] for i in lig_idx], lbonds,
+            [float(ligand.support.get(i, 0.0)) for i in lig_idx])
+
+
+def component_shortlist(rec, ligand: LigandIdentity, top: int = SPOT_CANDIDATES) -> list[str]:
+    """The components whose names and bonds best explain the rebuilt ligand's read names
+    (:func:`~misi_agent.tools.ligand_dictionary.rank_components`, reads weighted by their support as
+    :func:`~misi_agent.tools.ligand_dictionary.identify_component` weighs them)."""
+    from misi_agent.tools.ligand_dictionary import rank_components
+
+    elements, _, names, lbonds, support = ligand_atoms(rec, ligand)
+    read = {k: (n, e, 0.5 + 0.5 * w) for k, (n, e, w) in enumerate(zip(names, elements, support))
+            if n and not n.startswith("?")}
+    return [code for code, _ in rank_components(read, lbonds, len(elements), top=top)] if read else []
 
 
 def complex_numbers(residues: Sequence[ResidueIdentity]) -> list[int | None]:
@@ -522,7 +550,17 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
         from misi_agent.tools.ligand_name_spotting import spotted_ligand_names
 
         ligand, _ = spotted_ligand_names(rec, labels, spots, ligand)
-    cx = complex_from_identity(rec, residues, ligand, chain=chain or "", dictionary=dictionary)
+    from misi_agent.tools.label_triangulation import scale_ruled_by_labels
+
+    component = None
+    if dictionary and spots and scale_ruled_by_labels(rec):  # labels drawn at their atoms: spot each candidate's names
+        from misi_agent.tools.component_spotting import spotted_component
+
+        elements, xyz, names, lbonds, _ = ligand_atoms(rec, ligand)
+        match, how = spotted_component(rec, labels, spots, component_shortlist(rec, ligand),
+                                       rebuilt=(elements, xyz, names, lbonds))
+        component = (match, how) if match is not None else None
+    cx = complex_from_identity(rec, residues, ligand, chain=chain or "", dictionary=dictionary, component=component)
     bonds, widened = answer_or_widened(cx, residues)
     unsure = [hb for hb in bonds if _unnamed(hb)]
     answer = format_pocket_ligand([hb for hb in bonds if not _unnamed(hb)]) or "None"

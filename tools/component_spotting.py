@@ -1,0 +1,147 @@
+"""The pictured ligand's chemical component chosen by spotting every one of its atom names in the views.
+
+Why: where a renderer draws each ligand atom's name centred on the atom (PyMOL), a ligand of 10–57 atoms lies under
+its own names and the pocket's residue labels. The reconstruction rebuilds 5–23 of its atoms, named by fragments
+read out of the pile, and :func:`~misi_agent.tools.ligand_dictionary.identify_component` finds the component on
+6 of 20 PyMOL T9 test items (right on 4). But a component's atom names are known once it is a candidate, and a name
+known in advance can be *spotted* where it cannot be read: each of the candidate's names is looked for in every view
+with the item's own glyph templates and triangulated where two or more views agree
+(:func:`~misi_agent.tools.label_triangulation.text_point`). With the right component this places 4–25 of a
+ligand's 8–57 atoms, most within 1 Å (median error 0.1–0.7 Å an item, 20 PyMOL T9 items, the truth read only to
+measure). A wrong candidate shares generic names (``C1``, ``O2``) with the drawn ligand, and those are spotted too,
+but where its own chemistry does not put them: so a spotted point counts only when its spotted neighbours within two
+bonds lie at the component's ideal distances from it (:data:`AGREE_A`), and the candidate with the most such
+points, less half an atom for each of its atoms that has none (as
+:func:`~misi_agent.tools.ligand_dictionary.match_quality` weighs a mapping), is taken when those points are at least
+:data:`~misi_agent.tools.ligand_dictionary.MIN_ANCHORS` and :data:`MIN_SPOTTED_SHARE` of its atoms. Its other atoms
+are placed by :func:`~misi_agent.tools.ligand_dictionary.map_to_component` from the spotted ones.
+
+Only for renderers that draw labels at their atoms (the caller checks: the residue labels ruled the Å scale,
+:func:`~misi_agent.tools.label_triangulation.scale_ruled_by_labels`); a renderer that moves labels aside (raster)
+gives no points at the atoms. Measured: ``eval/results/image_hbonds.md`` (forty-fourth session).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from misi_agent.tools.label_triangulation import LabelPoint, text_places, text_point
+from misi_agent.tools.ligand_dictionary import MIN_ANCHORS, ComponentMatch, map_to_component
+
+AGREE_A = 0.5  # Å: a spotted pair within two bonds agrees when its distance is this close to the ideal one
+MIN_SPOTTED_SHARE = 0.4  # share of a component's atoms that must be spotted where its geometry allows
+SAME_ATOM_A = 1.0  # Å: a rebuilt atom this close to a spotted point is that atom (the point is the better placed)
+CHECK_BONDS = 2  # pairs this many bonds apart or fewer have a distance that does not depend on the conformation
+
+
+def spotted_points(rec, labels: Mapping[str, Any], spotters: Mapping[str, Mapping[str, Any]], names: Sequence[str],
+                   offset: np.ndarray) -> dict[str, LabelPoint]:
+    """Each of ``names`` placed where its ligand labels (read, else spotted) meet in two or more views, labels
+    drawn ``offset`` px from their atoms; names placed nowhere are left out."""
+    out = {}
+    for name in names:
+        point = text_point(rec, text_places(labels, spotters, "ligand", name), offset, name)
+        if point is not None:
+            out[name] = point
+    return out
+
+
+def agreeing_names(names: Sequence[str], ideal: np.ndarray, bonds: Sequence[tuple[int, int]],
+                   points: Mapping[str, LabelPoint], agree_a: float = AGREE_A) -> list[str]:
+    """The spotted names (a component's ``names`` with ``ideal`` coordinates and ``bonds`` by index) whose spotted
+    neighbours within :data:`CHECK_BONDS` bonds lie at the ideal distance (within ``agree_a``) more often than not:
+    bond lengths and angles fix those distances whatever the torsions."""
+    import networkx as nx
+
+    g = nx.Graph()
+    g.add_nodes_from(range(len(names)))
+    g.add_edges_from((int(a), int(b)) for a, b in bonds)
+    near = dict(nx.all_pairs_shortest_path_length(g, cutoff=CHECK_BONDS))
+    have = [k for k, n in enumerate(names) if n in points]
+    out = []
+    for k in have:
+        agree = disagree = 0
+        for j in have:
+            if j == k or j not in near.get(k, {}):
+                continue
+            seen = float(np.linalg.norm(points[names[k]].coords - points[names[j]].coords))
+            if abs(seen - float(np.linalg.norm(ideal[k] - ideal[j]))) < agree_a:
+                agree += 1
+            else:
+                disagree += 1
+        if agree > disagree:
+            out.append(names[k])
+    return out
+
+
+def spotted_component(rec, labels: Mapping[str, Any], spotters: Mapping[str, Mapping[str, Any]],
+                      codes: Sequence[str], rebuilt: tuple[Sequence[str], np.ndarray, Sequence[str],
+                                                           Sequence[tuple[int, int]]] | None = None
+                      ) -> tuple[ComponentMatch | None, str]:
+    """The candidate component (of ``codes``) whose atom names the views show where its geometry puts them, mapped
+    from those points and the ``rebuilt`` ligand atoms (:func:`component_from_points`), and a line saying what was
+    found; (None, why) when no candidate qualifies (see the module's docstring)."""
+    from misi_agent.structure import ccd_template
+    from misi_agent.tools.ligand_name_spotting import ligand_label_offset
+
+    offset, _ = ligand_label_offset(rec, labels, spotters)
+    best: tuple[float, str, dict[str, LabelPoint], Any] | None = None
+    for code in codes:
+        t = ccd_template(code)
+        if t is None or t.bonds is None or t.array_length() == 0 or not np.isfinite(t.coord).all():
+            continue
+        names = [str(n) for n in t.atom_name]
+        points = spotted_points(rec, labels, spotters, names, offset)
+        good = agreeing_names(names, np.asarray(t.coord, float), [(int(a), int(b)) for a, b, _ in t.bonds.as_array()],
+                              points)
+        quality = len(good) - 0.5 * (len(names) - len(good))
+        if best is None or quality > best[0]:
+            best = (quality, code, {n: points[n] for n in good}, t)
+    if best is None:
+        return None, "no candidate component has ideal coordinates"
+    _, code, points, t = best
+    names = [str(x) for x in t.atom_name]
+    if len(points) < MIN_ANCHORS or len(points) < MIN_SPOTTED_SHARE * len(names):
+        return None, (f"best candidate {code}: {len(points)} of {len(names)} atom names spotted where its geometry "
+                      f"puts them")
+    match = component_from_points(code, points, rebuilt)
+    if match is None:
+        return None, f"component {code} spotted but not mapped"
+    return match, f"{len(points)} of its {len(names)} atom names spotted where its geometry puts them"
+
+
+def component_from_points(code: str, points: Mapping[str, LabelPoint],
+                          rebuilt: tuple[Sequence[str], np.ndarray, Sequence[str], Sequence[tuple[int, int]]] | None
+                          = None) -> ComponentMatch | None:
+    """Component ``code`` mapped (:func:`~misi_agent.tools.ligand_dictionary.map_to_component`) from its atoms placed
+    at ``points`` (name -> point) and the ``rebuilt`` ligand atoms (elements, coordinates, read names, bonds by index):
+    a rebuilt atom farther than :data:`SAME_ATOM_A` from every point is an anchor where its read name is the
+    component's and no point holds it, and takes a placed atom's name where it falls on it, as in the dictionary
+    lookup (an O the labels did not place but the pictures show, 7zf0's O1, keeps its place and name: T9 0.5 → 1 on
+    that item). None where the mapping fails (fewer than its minimum of anchors)."""
+    from misi_agent.structure import ccd_template
+
+    t = ccd_template(code)
+    if t is None or t.bonds is None:
+        return None
+    names = [str(x) for x in t.atom_name]
+    use = [k for k, nm in enumerate(names) if nm in points]
+    if not use:
+        return None
+    at = {k: j for j, k in enumerate(use)}
+    bonds = [(at[int(a)], at[int(b)]) for a, b, _ in t.bonds.as_array() if int(a) in at and int(b) in at]
+    elements = [str(t.element[k]).upper() for k in use]
+    xyz = [points[names[k]].coords for k in use]
+    given = [names[k] for k in use]
+    if rebuilt is not None and len(rebuilt[0]):
+        r_el, r_xyz, r_names, r_bonds = rebuilt
+        r_xyz = np.asarray(r_xyz, float)
+        apart = np.linalg.norm(r_xyz[:, None] - np.array(xyz)[None], axis=2).min(axis=1) > SAME_ATOM_A
+        keep = {int(i): len(given) + j for j, i in enumerate(np.flatnonzero(apart))}
+        for i in keep:
+            elements.append(str(r_el[i]).upper())
+            xyz.append(r_xyz[i])
+            given.append("?" if r_names[i] in points else str(r_names[i]))  # a name the points hold is theirs
+        bonds += [(keep[a], keep[b]) for a, b in r_bonds if a in keep and b in keep]
+    return map_to_component(code, elements, np.array(xyz), given, bonds)
