@@ -500,7 +500,11 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     unchanged; residues near the ligand whose fit is poor searched again from poses about their fitted CA
     (:func:`_refitted_about_ca`, both renderers): raster 48.82 → 54.97 on the test items (7 items up, none lower), PyMOL on
     7 of them 7cij 0.29 → 0.43, none lower; with the residue labels ruling the scale, the ligand's label points trusted
-    without rebuilt atoms to confirm them (:func:`with_labelled_ligand_atoms`): PyMOL 23.96 → 24.95 (7u0u).
+    without rebuilt atoms to confirm them (:func:`with_labelled_ligand_atoms`): PyMOL 23.96 → 24.95 (7u0u); with the
+    residue labels ruling the scale, the ligand's component chosen among the read names' shortlist by spotting each
+    candidate's atom names where its geometry puts them, and mapped from those points
+    (:func:`~misi_agent.tools.component_spotting.spotted_component`): PyMOL 26.49 → 31.84 replayed from staged states
+    (7ecr, 7lou, 7xqz, 7k0v up, none lower), raster untouched.
     Pass ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
