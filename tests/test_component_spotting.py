@@ -74,7 +74,7 @@ def test_a_rebuilt_atom_the_labels_did_not_place_keeps_its_place_and_name():
 def test_the_drawn_component_is_the_one_whose_names_are_spotted_where_its_geometry_puts_them():
     """6z1c on PyMOL's pictures at 512 px. The candidates are the read names' shortlist on this entry's T9 item
     (rank_components: 65H first, 7EY second). Spotting each one's names picks 7EY (measured: 10 of its 22 atoms placed
-    where its geometry agrees, the rivals 4 or fewer), and the placed atoms lie within 1 Å of the true ones."""
+    where its geometry agrees, the rivals 4–5), and the placed atoms lie within 1.5 Å of the true ones."""
     from misi_agent.tools.label_reading import read_labels
     from misi_agent.tools.label_spotting import spotters, with_hidden_residue_labels
     from misi_agent.tools.label_triangulation import rescaled_by_residue_labels, scale_ruled_by_labels
