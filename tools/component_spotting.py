@@ -86,13 +86,17 @@ def spotted_component(rec, labels: Mapping[str, Any], spotters: Mapping[str, Map
     from misi_agent.tools.ligand_name_spotting import ligand_label_offset
 
     offset, _ = ligand_label_offset(rec, labels, spotters)
+    placed: dict[str, LabelPoint | None] = {}  # each name spotted once: candidates share many (C1, O2, N1)
     best: tuple[float, str, dict[str, LabelPoint], Any] | None = None
     for code in codes:
         t = ccd_template(code)
         if t is None or t.bonds is None or t.array_length() == 0 or not np.isfinite(t.coord).all():
             continue
         names = [str(n) for n in t.atom_name]
-        points = spotted_points(rec, labels, spotters, names, offset)
+        new = [n for n in names if n not in placed]
+        found = spotted_points(rec, labels, spotters, new, offset)
+        placed.update({n: found.get(n) for n in new})
+        points = {n: placed[n] for n in names if placed[n] is not None}
         good = agreeing_names(names, np.asarray(t.coord, float), [(int(a), int(b)) for a, b, _ in t.bonds.as_array()],
                               points)
         quality = len(good) - 0.5 * (len(names) - len(good))

@@ -205,16 +205,15 @@ def ligand_atoms(rec, ligand: LigandIdentity) -> tuple[list[str], np.ndarray, li
             [float(ligand.support.get(i, 0.0)) for i in lig_idx])
 
 
-def component_shortlist(rec, ligand: LigandIdentity, top: int = SPOT_CANDIDATES) -> list[str]:
-    """The components whose names and bonds best explain the rebuilt ligand's read names
-    (:func:`~misi_agent.tools.ligand_dictionary.rank_components`, reads weighted by their support as
-    :func:`~misi_agent.tools.ligand_dictionary.identify_component` weighs them)."""
-    from misi_agent.tools.ligand_dictionary import rank_components
+def component_shortlist(elements: Sequence[str], names: Sequence[str], bonds: Sequence[tuple[int, int]],
+                        support: Sequence[float], top: int = SPOT_CANDIDATES) -> list[str]:
+    """The components whose names and bonds best explain the rebuilt ligand's read names (:func:`ligand_atoms`'
+    lists; :func:`~misi_agent.tools.ligand_dictionary.rank_components` over
+    :func:`~misi_agent.tools.ligand_dictionary.weighted_reads`, as the dictionary lookup ranks them)."""
+    from misi_agent.tools.ligand_dictionary import rank_components, weighted_reads
 
-    elements, _, names, lbonds, support = ligand_atoms(rec, ligand)
-    read = {k: (n, e, 0.5 + 0.5 * w) for k, (n, e, w) in enumerate(zip(names, elements, support))
-            if n and not n.startswith("?")}
-    return [code for code, _ in rank_components(read, lbonds, len(elements), top=top)] if read else []
+    read = weighted_reads(names, elements, support)
+    return [code for code, _ in rank_components(read, bonds, len(elements), top=top)] if read else []
 
 
 def complex_numbers(residues: Sequence[ResidueIdentity]) -> list[int | None]:
@@ -560,8 +559,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     if dictionary and spots and scale_ruled_by_labels(rec):  # labels drawn at their atoms: spot each candidate's names
         from misi_agent.tools.component_spotting import spotted_component
 
-        elements, xyz, names, lbonds, _ = ligand_atoms(rec, ligand)
-        match, how = spotted_component(rec, labels, spots, component_shortlist(rec, ligand),
+        elements, xyz, names, lbonds, support = ligand_atoms(rec, ligand)
+        match, how = spotted_component(rec, labels, spots, component_shortlist(elements, names, lbonds, support),
                                        rebuilt=(elements, xyz, names, lbonds))
         component = (match, how) if match is not None else None
     cx = complex_from_identity(rec, residues, ligand, chain=chain or "", dictionary=dictionary, component=component)

@@ -103,6 +103,15 @@ def _same_element(template_el: str, read_el: str) -> bool:
     return template_el == read_el.upper() or (read_el.upper() == OTHER and template_el not in ORGANIC)
 
 
+def weighted_reads(names: Sequence[str | None], elements: Sequence[str], support: Sequence[float]
+                   ) -> dict[int, tuple[str, str, float]]:
+    """The read names as :func:`rank_components` takes them: atom -> (name, element, weight), each reading weighed
+    0.5–1 by its ``support`` (how much of its votes the name won, 0–1); names not read (empty or prefixed ``?``)
+    left out."""
+    return {k: (n, e, 0.5 + 0.5 * float(w)) for k, (n, e, w) in enumerate(zip(names, elements, support))
+            if n and not n.startswith("?")}
+
+
 def rank_components(read: Mapping[int, tuple[str, str, float]], bonds: Sequence[tuple[int, int]], n_atoms: int,
                     top: int = 5, shortlist: int = 3000) -> list[tuple[str, float]]:
     """Components that best explain the pictured ligand, best first, with their scores.
@@ -251,8 +260,7 @@ def identify_component(elements: Sequence[str], coords: np.ndarray, names: Seque
     support = support if support is not None else [1.0] * len(names)
     if not (len(elements) == len(names) == len(support)):
         raise ValueError(f"{len(elements)} elements, {len(names)} names and {len(support)} supports: one each an atom")
-    read = {k: (n, e, 0.5 + 0.5 * float(w)) for k, (n, e, w) in enumerate(zip(names, elements, support))
-            if n and not n.startswith("?")}
+    read = weighted_reads(names, elements, support)
     if len(read) < MIN_ANCHORS:  # only read names become anchors
         return None
     best, best_q = None, -math.inf

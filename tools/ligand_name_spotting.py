@@ -210,7 +210,7 @@ def spotted_ligand_names(rec, labels: Mapping[str, ImageLabels], spotters: Mappi
     places (see the module docstring), and what was measured: ``checked`` atoms named by a check, ``used`` 1 when the
     checked names were taken."""
     from misi_agent.tools.identity import LigandIdentity, element_of_class, recon_bonds
-    from misi_agent.tools.ligand_dictionary import rank_components
+    from misi_agent.tools.ligand_dictionary import rank_components, weighted_reads
 
     atoms = np.flatnonzero(np.asarray(rec.is_ligand, bool))
     info = {"checked": 0.0, "used": 0.0}
@@ -237,11 +237,11 @@ def spotted_ligand_names(rec, labels: Mapping[str, ImageLabels], spotters: Mappi
         names = sorted(vocab)
         return _assigned(np.stack([fits_of[n] for n in names], axis=1), names, elements, voted, support)
 
-    def shortlist(names: Sequence[str | None], weights: Sequence[float]) -> list[str]:
-        read = {k: (n, elements[k], w) for k, (n, w) in enumerate(zip(names, weights)) if n and not n.startswith("?")}
+    def shortlist(names: Sequence[str | None], shares: Sequence[float]) -> list[str]:
+        read = weighted_reads(names, elements, shares)
         return [c for c, _ in rank_components(read, bonds, len(atoms), top=SHORTLIST)] if read else []
 
-    first = round_names(_vocabulary(shortlist(voted, [0.5 + 0.5 * s for s in support])) | set(GENERIC_NAMES)
+    first = round_names(_vocabulary(shortlist(voted, support)) | set(GENERIC_NAMES)
                         | read_names)
     second = round_names(_vocabulary(shortlist(first, [1.0] * len(first))) | {n for n in first if n})
     checked = [k for k, n in enumerate(second) if n]
