@@ -524,11 +524,20 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     rec = with_bonded_ligand_heteroatoms(rec)
     residues = identify_residues(rec, labels)
     fits = {}
+    spots = {}
     if fit_residues and residues:
         views = views if views is not None else load_views(images_by_view)
         residues, fits = _fitted_pocket(views, rec, residues)
         residues = truncated_numbers_repaired(residues)
         residues = _chain_refitted(views, rec, residues, fits)
+        from misi_agent.tools.label_triangulation import scale_ruled_by_labels
+
+        if labels and images_by_view and scale_ruled_by_labels(rec):  # labels drawn at their CAs: seek them in space
+            from misi_agent.tools.label_spotting import spotters
+            from misi_agent.tools.residue_label_search import with_searched_residue_labels
+
+            spots = spotters(images_by_view, labels)
+            labels = with_searched_residue_labels(rec, labels, spots)
         before = dict(fits)
         residues = _refitted_at_labels(views, rec, residues, fits, labels)
         residues = _refitted_about_ca(views, rec, residues, fits,
@@ -541,8 +550,7 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
         residues = residues + unseen_chain_neighbours(residues, np.asarray(rec.coords, float),
                                                       well_fitted(residues, fits))
     placed: dict[int, str] = {}
-    spots = {}
-    if labels and images_by_view:
+    if labels and images_by_view and not spots:
         from misi_agent.tools.label_spotting import spotters
 
         spots = spotters(images_by_view, labels)

@@ -1,0 +1,243 @@
+"""Residue labels found in 3D: a label drawn at its residue's CA is sought at points in space, not in one picture.
+
+Why: PyMOL draws each residue's label centred on its CA, and about the ligand the labels pile up. In a pile the reader
+reads nothing and word spotting in one picture (:func:`~misi_agent.tools.label_spotting.with_hidden_residue_labels`)
+finds a text only where most of its glyphs beat every rival template there, which strokes of the neighbours' labels
+seldom allow: on the 20 PyMOL T9 test items, 37 of the residues that make a true H-bond were left without their name
+and number. Yet at the true CA's place in each of the six views the true text still correlates 0.5–0.9 with its
+glyphs, and averaged over the views it ranks first among the 2 500–5 900 texts worth trying (20 names, the numbers
+near those read) on 27 of those 37, second or third on the rest (a number cut short, ``SER 131`` for ``SER 138``).
+The views agree only where the label really is: a pile fits some text in one view, not the same text at the
+projections of one point in six.
+
+So each residue name's correlation (its three glyphs, :class:`~misi_agent.tools.label_spotting.Spotter`'s maps,
+each glyph free to slide a few pixels) is gathered from every view at the projections of the points of a grid about
+the rebuilt ligand, for each width of number the label may have (the text is centred on the point), averaged over
+the views; at each local peak every number worth trying is scored with the name, the best text kept where its mean
+reaches :data:`MIN_TEXT` and no glyph follows it (``LEU 34`` inside ``LEU 349``) in most of the views where it fits;
+texts closer than :data:`APART_A` to a better one are dropped (two CAs are 3.8 Å apart along the chain). Each kept
+text's point is then refined by triangulating its best place in the views where it fits.
+
+Only where the labels are drawn at their atoms (the residue-label ruler set the scale,
+:func:`~misi_agent.tools.label_triangulation.scale_ruled_by_labels`): the raster renderer places its labels beside
+the atoms. Measured in ``eval/results/image_hbonds.md``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+import numpy as np
+from scipy import ndimage
+
+from misi_agent.knowledge import STANDARD_RESIDUES
+from misi_agent.tools.label_reading import ImageLabels
+from misi_agent.tools.label_spotting import Spotter, nearby_numbers, place_label, HiddenPlace, read_views
+from misi_agent.tools.label_triangulation import _angstrom, cameras, normalised, triangulate
+
+GRID_A = 0.5  # Å between grid points (about 5 px at the PyMOL items' scale; each glyph map is widened to cover it)
+PAD_A = 10.0  # Å: the grid reaches this far from the rebuilt ligand atoms (a Lys or Arg CA to its partner is ~7 Å)
+WIDEN_PX = 3  # px: a name's map is maximum-filtered this far each way so that a grid point near the CA still scores
+NAME_PEAK = 0.66  # mean correlation of a name over the views at a grid peak for its numbers to be tried
+MIN_TEXT = 0.70  # mean correlation over the views of a whole text for it to be kept
+FIT_VIEW = 0.65  # a view where the text correlates this well takes part in the end check and the refinement
+APART_A = 3.0  # Å: a text this close to a better one is the same label (or a rival's strokes)
+MAX_PEAKS = 400  # name peaks whose numbers are tried, best first
+
+
+@dataclass(frozen=True)
+class FoundLabel:
+    """A residue text found in space: ``coords`` (Å, the reconstruction's front frame) where its CA is, the views
+    where it fits (:data:`FIT_VIEW`), and its mean correlation over all views."""
+
+    text: str
+    coords: np.ndarray
+    views: tuple[str, ...]
+    score: float
+
+
+def _name_volume(sp: Mapping[str, Spotter], uv: Mapping[str, np.ndarray], name: str, example: str
+                 ) -> np.ndarray | None:
+    """Mean over the views of ``name``'s correlation at the grid points, the text laid out as ``example`` (a text of
+    the number width) centred on each point's projection; None when a view cannot spell it."""
+    total = None
+    for v, s in sp.items():
+        if not s.t.can_spell(example.replace(" ", "")):
+            return None
+        full = s.layout(example)
+        hh, ww = s.extent(full)
+        made = s.text_map(full[:len(name)])
+        if made is None:
+            return None
+        m = ndimage.maximum_filter(made[0] / len(name), size=2 * WIDEN_PX + 1, mode="constant", cval=-1.0)
+        i = np.round(uv[v][:, 1] - hh / 2.0).astype(int)
+        j = np.round(uv[v][:, 0] - ww / 2.0).astype(int)
+        ok = (i >= 0) & (i < m.shape[0]) & (j >= 0) & (j < m.shape[1])
+        val = np.where(ok, m[np.clip(i, 0, m.shape[0] - 1), np.clip(j, 0, m.shape[1] - 1)], 0.0)
+        val = np.maximum(val, 0.0)
+        total = val if total is None else total + val
+    return None if total is None else total / len(sp)
+
+
+class _Texts:
+    """The texts ``name n`` for every number ``n`` of one width, laid out in one view: per text and glyph the
+    character and its offset from the text's top-left, and the text's extent, as arrays for scoring them together."""
+
+    def __init__(self, s: Spotter, name: str, numbers: list[int]):
+        lays = [s.layout(f"{name} {n}") for n in numbers]
+        self.chars = np.array([[ch for ch, _, _ in lay] for lay in lays])
+        self.x = np.array([[x for _, x, _ in lay] for lay in lays])
+        self.y = np.array([[y for _, _, y in lay] for lay in lays])
+        ext = np.array([s.extent(lay) for lay in lays])
+        self.hh, self.ww = ext[:, 0], ext[:, 1]
+
+    def scores(self, s: Spotter, centre: np.ndarray, reach: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per text, its best mean glyph correlation within ``reach`` px of its place centred on ``centre`` (px),
+        and the top-left (i, j) of that place."""
+        d = np.arange(-reach, reach + 1)
+        di, dj = (a.ravel() for a in np.meshgrid(d, d, indexing="ij"))
+        i0 = np.round(centre[1] - self.hh / 2.0).astype(int)[:, None] + di[None, :]  # (texts, offsets)
+        j0 = np.round(centre[0] - self.ww / 2.0).astype(int)[:, None] + dj[None, :]
+        rows = i0[:, :, None] + self.y[:, None, :]  # (texts, offsets, glyphs)
+        cols = j0[:, :, None] + self.x[:, None, :]
+        vals = np.full(rows.shape, -1.0)
+        chars = np.broadcast_to(self.chars[:, None, :], rows.shape)
+        for ch in np.unique(self.chars):
+            m = s._map(str(ch))
+            sel = chars == ch
+            r, c = rows[sel], cols[sel]
+            ok = (r >= 0) & (r < m.shape[0]) & (c >= 0) & (c < m.shape[1])
+            vals[sel] = np.where(ok, m[np.clip(r, 0, m.shape[0] - 1), np.clip(c, 0, m.shape[1] - 1)], -1.0)
+        mean = vals.mean(axis=2)
+        b = mean.argmax(axis=1)
+        k = np.arange(len(b))
+        return np.maximum(mean[k, b], 0.0), i0[k, b], j0[k, b]
+
+
+def known_label_points(rec, labels: Mapping[str, ImageLabels]) -> dict[str, np.ndarray]:
+    """The triangulated points (Å) of the residue texts read in two or more views."""
+    from misi_agent.tools.label_triangulation import residue_label_points
+
+    views_of = read_views(labels)
+    return {t: p.coords for t, p in residue_label_points(rec, labels, r"[A-Z]{3} -?\d+[A-Z]?").items()
+            if len(views_of.get(t, ())) >= 2}
+
+
+def searched_residue_labels(rec, labels: Mapping[str, ImageLabels], spotters: Mapping[str, Mapping[str, Spotter]],
+                            known: Mapping[str, np.ndarray] | None = None) -> list[FoundLabel]:
+    """Residue texts found at points about the ligand where the views agree on them (see the module's docstring),
+    best first. ``known``: the points of the texts read in two or more views (:func:`known_label_points`), where the
+    caller has them; a text known at another place is not taken here."""
+    sp = {v: k["residue"] for v, k in spotters.items() if "residue" in k}
+    cams = {v: c for v, c in cameras(rec, sp).items()}
+    sp = {v: s for v, s in sp.items() if v in cams and s.t.space is not None}
+    lig = np.asarray(rec.coords, float)[np.asarray(rec.is_ligand, bool)]
+    if len(sp) < 2 or not len(lig):
+        return []
+    numbers: dict[int, list[int]] = {}
+    for n in sorted(x for x in nearby_numbers(labels) if x >= 0):
+        numbers.setdefault(len(str(n)), []).append(n)
+    if not numbers:
+        return []
+    lo, hi = lig.min(0) - PAD_A, lig.max(0) + PAD_A
+    axes = [np.arange(lo[k], hi[k] + 1e-9, GRID_A) for k in range(3)]
+    shape = tuple(len(a) for a in axes)
+    grid = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
+    near = np.zeros(len(grid), bool)
+    for p in lig:
+        near |= np.einsum("ij,ij->i", grid - p, grid - p) <= PAD_A ** 2
+    pts = grid[near]
+    uv = {v: cams[v].project(normalised(rec, pts))[0] for v in sp}
+    peaks: list[tuple[float, str, int, np.ndarray]] = []
+    for name in STANDARD_RESIDUES:
+        for width, nums in numbers.items():
+            got = _name_volume(sp, uv, name, f"{name} {nums[0]}")
+            if got is None:
+                continue
+            vol = np.zeros(len(grid))
+            vol[near] = got
+            vol = vol.reshape(shape)
+            top = (vol == ndimage.maximum_filter(vol, size=5)) & (vol >= NAME_PEAK)
+            for g in np.flatnonzero(top.ravel()):
+                peaks.append((float(vol.ravel()[g]), name, width, grid[g]))
+    peaks.sort(key=lambda x: -x[0])
+    known = known if known is not None else known_label_points(rec, labels)
+    texts: dict[tuple[str, str, int], _Texts] = {}
+    found: list[tuple[float, str, np.ndarray, dict]] = []
+    for _, name, width, p in peaks[:MAX_PEAKS]:
+        nums = [n for n in numbers[width] if all(s.t.can_spell(f"{name}{n}") for s in sp.values())]
+        if not nums:
+            continue
+        per_view = {}
+        for v, s in sp.items():
+            key = (v, name, width)
+            if key not in texts:
+                texts[key] = _Texts(s, name, nums)
+            per_view[v] = texts[key].scores(s, cams[v].project(normalised(rec, p[None]))[0][0])
+        mean = np.mean([x[0] for x in per_view.values()], axis=0)
+        for k, n in enumerate(nums):  # a text read elsewhere is that residue's label, not this one
+            q = known.get(f"{name} {n}")
+            if q is not None and np.linalg.norm(q - p) > APART_A:
+                mean[k] = -1.0
+        k = int(np.argmax(mean))
+        if mean[k] >= MIN_TEXT:
+            found.append((float(mean[k]), f"{name} {nums[k]}", p,
+                          {v: (float(x[0][k]), int(x[1][k]), int(x[2][k])) for v, x in per_view.items()}))
+    found.sort(key=lambda x: -x[0])
+    out: list[FoundLabel] = []
+    for m, text, p, per in found:
+        fit = [v for v, (s, _, _) in per.items() if s >= FIT_VIEW]
+        if len(fit) < 2:
+            continue
+        goes_on = sum(sp[v]._continues(sp[v].layout(text), per[v][1], per[v][2]) for v in fit)
+        if 2 * goes_on >= len(fit):
+            continue
+        obs = []
+        for v in fit:
+            hh, ww = sp[v].extent(sp[v].layout(text))
+            obs.append((cams[v], np.array([per[v][2] + ww / 2.0, per[v][1] + hh / 2.0])))
+        q = _angstrom(rec, triangulate(obs))
+        if np.linalg.norm(q - p) > 2 * GRID_A:
+            q = p
+        if any(np.linalg.norm(q - o.coords) < APART_A for o in out):
+            continue
+        out.append(FoundLabel(text, q, tuple(fit), m))
+    return out
+
+
+def with_searched_residue_labels(rec, labels: Mapping[str, ImageLabels],
+                                 spotters: Mapping[str, Mapping[str, Spotter]]) -> dict[str, ImageLabels]:
+    """``labels`` with the residue texts :func:`searched_residue_labels` finds added as reads in every view where the
+    text fits there (:data:`FIT_VIEW`), so that the steps that place residues at their labels' points
+    (:func:`~misi_agent.tools.image_hbonds._refitted_at_labels`) take them like read ones. A text already read in two
+    or more views is left as read (it triangulates by itself); so is a found one whose place a label read in two or
+    more views under another text holds."""
+    known = known_label_points(rec, labels)
+    found = searched_residue_labels(rec, labels, spotters, known)
+    if not found:
+        return dict(labels)
+    views_of = read_views(labels)
+    sp = {v: k["residue"] for v, k in spotters.items() if "residue" in k}
+    cams = cameras(rec, sp)
+    extra: dict[str, list] = {}
+    for lp in found:
+        if len(views_of.get(lp.text, ())) >= 2:
+            continue
+        if any(t != lp.text and np.linalg.norm(q - lp.coords) < APART_A for t, q in known.items()):
+            continue
+        name = lp.text.split()[0]
+        for v in lp.views:
+            res = labels[v].of_kind("residue")
+            colours = [lab.colour for lab in res]
+            if not colours:
+                continue
+            lay = sp[v].layout(lp.text)
+            hh, ww = sp[v].extent(lay)
+            u = cams[v].project(normalised(rec, lp.coords[None]))[0][0]
+            i, j = int(round(u[1] - hh / 2.0)), int(round(u[0] - ww / 2.0))
+            place = HiddenPlace(v, (i, j), name, ((lp.text, lp.score),))
+            extra.setdefault(v, []).append(place_label(sp[v], place, lp.text, max(set(colours), key=colours.count)))
+    out = dict(labels)
+    for v, labs in extra.items():
+        out[v] = replace(labels[v], labels=labels[v].labels + tuple(labs))
+    return out
