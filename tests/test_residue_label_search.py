@@ -1,9 +1,9 @@
 """Residue labels found in 3D where PyMOL piles them (tools/residue_label_search.py).
 
-End to end on 6yqw's six PyMOL pictures at 512 px (its T9 item): Phe 44, whose backbone N holds an H-bond to the
+End to end on 6yqw's six PyMOL pictures at 512 px (its T9 item): Phe 44, whose backbone O accepts an H-bond from the
 ligand, has its label read in fewer than two views; the search finds ``PHE 44`` at its CA, and the texts it finds are
-mostly right (measured: 32 found, 27 at their own residue's CA). Gold is the scene (residue names, numbers and
-front-frame CA coordinates).
+mostly right (measured: 32 found, 31 at their own residue's CA; the other, ``THR 99`` at 0.70, at no residue's CA).
+Gold is the scene (residue label texts and their front-frame anchors, the CAs).
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_a_residue_label_hidden_in_the_piles_is_found_at_its_ca(pymol_6yqw):
     assert "PHE 44" in by_text
     assert np.linalg.norm(to_true(by_text["PHE 44"].coords) - cas["PHE 44"]) < 1.0
     right = [p for p in found if p.text in cas and np.linalg.norm(to_true(p.coords) - cas[p.text]) < 1.0]
-    assert len(found) >= 20 and len(right) >= 0.75 * len(found), [(p.text, p.score) for p in found]
+    assert len(found) >= 20 and len(right) >= 0.85 * len(found), [(p.text, p.score) for p in found]
     texts = [p.text for p in found]
     assert len(texts) == len(set(texts))
     for a in found:  # two labels are never taken at one place

@@ -503,7 +503,10 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     residue labels ruling the scale, the ligand's component chosen among the read names' shortlist by spotting each
     candidate's atom names where its geometry puts them, and mapped from those points
     (:func:`~misi_agent.tools.component_spotting.spotted_component`): PyMOL 26.49 → 31.84 replayed from staged states
-    (7ecr, 7lou, 7xqz, 7k0v up, none lower), raster untouched.
+    (7ecr, 7lou, 7xqz, 7k0v up, none lower), raster untouched; with the residue labels ruling the scale, residue labels
+    the piles hide sought in space, each name's correlation gathered from all views at points about the ligand
+    (:func:`~misi_agent.tools.residue_label_search.with_searched_residue_labels`): PyMOL 31.84 → 33.24 replayed from
+    staged states (7dkt, 7lev up, none lower), raster untouched.
     Pass ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
