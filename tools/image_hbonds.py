@@ -511,6 +511,7 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     Pass ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
+    from misi_agent.tools.label_triangulation import scale_ruled_by_labels
 
     views = load_views(images_by_view) if reconstruction is None else None
     rec = reconstruction if reconstruction is not None else _reconstruct(images_by_view, views)
@@ -528,14 +529,12 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     rec = with_bonded_ligand_heteroatoms(rec)
     residues = identify_residues(rec, labels)
     fits = {}
-    spots = {}
+    spots = {}  # the item's label spotters, made once where first needed
     if fit_residues and residues:
         views = views if views is not None else load_views(images_by_view)
         residues, fits = _fitted_pocket(views, rec, residues)
         residues = truncated_numbers_repaired(residues)
         residues = _chain_refitted(views, rec, residues, fits)
-        from misi_agent.tools.label_triangulation import scale_ruled_by_labels
-
         if labels and images_by_view and scale_ruled_by_labels(rec):  # labels drawn at their CAs: seek them in space
             from misi_agent.tools.label_spotting import spotters
             from misi_agent.tools.residue_label_search import with_searched_residue_labels
@@ -565,8 +564,6 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
         from misi_agent.tools.ligand_name_spotting import spotted_ligand_names
 
         ligand, _ = spotted_ligand_names(rec, labels, spots, ligand)
-    from misi_agent.tools.label_triangulation import scale_ruled_by_labels
-
     component = None
     if dictionary and spots and scale_ruled_by_labels(rec):  # labels drawn at their atoms: spot each candidate's names
         from misi_agent.tools.component_spotting import spotted_component

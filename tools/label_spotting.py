@@ -521,6 +521,13 @@ def place_label(spotter: Spotter, place: HiddenPlace, text: str, colour: int) ->
     return LabelRead((tuple(glyphs[:3]), tuple(glyphs[3:])), box, colour, "residue", text)
 
 
+def residue_label_colour(labels: ImageLabels) -> int | None:
+    """The text colour most of the view's residue labels are read in (the colour a label found in a pile is given);
+    None when the view has none."""
+    colours = [lab.colour for lab in labels.of_kind("residue")]
+    return max(set(colours), key=colours.count) if colours else None
+
+
 def read_views(labels: Mapping[str, ImageLabels]) -> dict[str, set[str]]:
     """Every residue text read in ``labels``, with the views it is read in."""
     out: dict[str, set[str]] = {}
@@ -569,7 +576,7 @@ def with_hidden_residue_labels(images: Mapping[str, Any], labels: Mapping[str, I
         if "residue" not in kinds:
             continue
         res = labels[v].of_kind("residue")
-        colours[v] = max(set(lab.colour for lab in res), key=[lab.colour for lab in res].count)
+        colours[v] = residue_label_colour(labels[v])
         places += hidden_places(v, kinds["residue"], res, numbers)
     views_of = read_views(labels)
     chosen = chosen_texts(places, views_of, numbers)

@@ -40,7 +40,8 @@ from scipy import ndimage
 
 from misi_agent.knowledge import STANDARD_RESIDUES
 from misi_agent.tools.label_reading import ImageLabels
-from misi_agent.tools.label_spotting import Spotter, nearby_numbers, place_label, HiddenPlace, read_views
+from misi_agent.tools.label_spotting import (HiddenPlace, Spotter, nearby_numbers, place_label, read_views,
+                                             residue_label_colour)
 from misi_agent.tools.label_triangulation import _angstrom, cameras, normalised, triangulate
 
 GRID_A = 0.5  # Å between grid points (about 5 px at the PyMOL items' scale; each glyph map is widened to cover it)
@@ -227,6 +228,7 @@ def with_searched_residue_labels(rec, labels: Mapping[str, ImageLabels],
     views_of = read_views(labels)
     sp = {v: k["residue"] for v, k in spotters.items() if "residue" in k}
     cams = cameras(rec, sp)
+    colours = {v: residue_label_colour(labels[v]) for v in sp}
     extra: dict[str, list] = {}
     for lp in found:
         if len(views_of.get(lp.text, ())) >= 2:
@@ -235,16 +237,14 @@ def with_searched_residue_labels(rec, labels: Mapping[str, ImageLabels],
             continue
         name = lp.text.split()[0]
         for v in lp.views:
-            res = labels[v].of_kind("residue")
-            colours = [lab.colour for lab in res]
-            if not colours:
+            if colours[v] is None:
                 continue
             lay = sp[v].layout(lp.text)
             hh, ww = sp[v].extent(lay)
             u = cams[v].project(normalised(rec, lp.coords[None]))[0][0]
             i, j = int(round(u[1] - hh / 2.0)), int(round(u[0] - ww / 2.0))
             place = HiddenPlace(v, (i, j), name, ((lp.text, lp.score),))
-            extra.setdefault(v, []).append(place_label(sp[v], place, lp.text, max(set(colours), key=colours.count)))
+            extra.setdefault(v, []).append(place_label(sp[v], place, lp.text, colours[v]))
     out = dict(labels)
     for v, labs in extra.items():
         out[v] = replace(labels[v], labels=labels[v].labels + tuple(labs))
