@@ -8,38 +8,17 @@ Gold is the scene (residue label texts and their front-frame anchors, the CAs).
 from __future__ import annotations
 
 import re
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from misi_agent.structure import load_complex
-from render_support import six_views
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "structures"
-needs_shared = pytest.mark.skipif(not (SHARED / "posebusters" / "6yqw.cif.gz").is_file(),
-                                  reason="the shared PoseBusters structures are not here")
-
 
 @pytest.fixture(scope="module")
-def pymol_6yqw():
-    from misi_agent.tools.label_reading import read_labels
-    from misi_agent.tools.label_spotting import spotters, with_hidden_residue_labels
-    from misi_agent.tools.label_triangulation import rescaled_by_residue_labels, scale_ruled_by_labels
-    from misi_agent.tools.reconstruction import load_views, reconstruct
-
-    scenes, images = six_views(load_complex(SHARED / "posebusters" / "6yqw.cif.gz", ligand="82I"), "pymol")
-    labels = with_hidden_residue_labels(images, {v: read_labels(im) for v, im in images.items()})
-    rec = rescaled_by_residue_labels(images, load_views(images), reconstruct(images), labels)
-    assert scale_ruled_by_labels(rec)
-    front = scenes["front"]
-    D, d = -float(front.centroid[2]), float(rec.distance)
+def pymol_6yqw(pymol_6yqw_labelled):
+    rec, labels, sp, front, to_true = pymol_6yqw_labelled
     cas = {text: np.asarray(at, float) for text, at in front.labels() if re.fullmatch(r"[A-Z]{3} -?\d+", text)}
-    to_true = lambda p: (np.asarray(p, float) + [0, 0, d]) / d * D - [0, 0, D]  # noqa: E731
-    return rec, labels, spotters(images, labels), cas, to_true
+    return rec, labels, sp, cas, to_true
 
 
-@needs_shared
 def test_a_residue_label_hidden_in_the_piles_is_found_at_its_ca(pymol_6yqw):
     from misi_agent.tools.label_spotting import read_views
     from misi_agent.tools.residue_label_search import searched_residue_labels
@@ -58,7 +37,6 @@ def test_a_residue_label_hidden_in_the_piles_is_found_at_its_ca(pymol_6yqw):
         assert all(np.linalg.norm(a.coords - b.coords) >= 3.0 for b in found if b is not a)
 
 
-@needs_shared
 def test_found_labels_are_added_as_reads_where_fewer_than_two_views_read_them(pymol_6yqw):
     from misi_agent.tools.label_spotting import read_views
     from misi_agent.tools.label_triangulation import residue_label_points

@@ -629,22 +629,34 @@ def with_labelled_ligand_atoms(rec, labels: Mapping[str, ImageLabels], spotters:
     A point within :data:`MERGE_A` of a rebuilt ligand atom of its element names that atom; one within
     :data:`LABELLED_CLEAR_A` of any other atom is left out; the rest are added (most views first, one per place),
     bonded to the ligand atoms within :data:`LABELLED_BOND_A`. T9 from the images, 20 items: PyMOL 7.27 → 9.15 (7lou's
-    ligand now found in the Chemical Component Dictionary), raster unchanged on 20 + 24 + 24 items (the gate holds)."""
+    ligand now found in the Chemical Component Dictionary), raster unchanged on 20 + 24 + 24 items (the gate holds).
+    Where the labels are drawn at their anchors, the N/O names no read placed are then sought in space
+    (:func:`~misi_agent.tools.ligand_name_search.searched_ligand_names`) and taken after the read ones by the same
+    rules: the hidden H-bond partners the reconstruction never rebuilt."""
     from misi_agent.tools.label_triangulation import (LIGAND_CLASS, element_of_name, ligand_label_points,
                                                       rebuilt_agreement, scale_ruled_by_labels, with_ligand_atoms)
 
-    points = [p for p in ligand_label_points(rec, labels, spotters) if element_of_name(p.text) in LIGAND_CLASS]
+    from misi_agent.tools.ligand_name_spotting import ligand_label_offset
+
+    offset, n_pairs = ligand_label_offset(rec, labels, spotters)
+    points = [p for p in ligand_label_points(rec, labels, spotters, offset=offset)
+              if element_of_name(p.text) in LIGAND_CLASS]
     confirmed, contradicted = rebuilt_agreement(rec, points)
     at_anchors = scale_ruled_by_labels(rec)  # labels drawn at their anchors
     if not at_anchors and (confirmed < LABELLED_MIN_CONFIRMED
                            or confirmed < LABELLED_MIN_AGREEMENT * (confirmed + contradicted)):
         return rec, {}
+    points = sorted(points, key=lambda p: (-len(p.views), p.residual_px, p.text))
+    if at_anchors and spotters and n_pairs:  # the hidden N/O atoms' names sought in space, after the names read
+        from misi_agent.tools.ligand_name_search import searched_ligand_names
+
+        points += searched_ligand_names(rec, labels, spotters, offset, skip={p.text for p in points})
     coords = np.asarray(rec.coords, float)
     is_lig = np.asarray(rec.is_ligand, bool)
     els = np.array([element_of_class(c).upper() for c in np.asarray(rec.classes)])
     named: dict[int, str] = {}
     added: list = []
-    for p in sorted(points, key=lambda p: (-len(p.views), p.residual_px, p.text)):
+    for p in points:
         d = np.linalg.norm(coords - p.coords, axis=1)
         on = np.flatnonzero(is_lig & (els == element_of_name(p.text)) & (d < MERGE_A))
         if len(on):
@@ -1126,7 +1138,10 @@ def _refitted_at_labels(views, rec, residues: Sequence[ResidueIdentity], fits: d
     fitted from its CA (poses about it scored in one batch, the best fitted; the CA held to the point, its N, C and
     O to the CAs of labelled sequence neighbours at the trans peptide's spans,
     :class:`~misi_agent.tools.residue_fit.Restraint`; the carbon colour chosen by quick fits of both) and the fit
-    taken when the views accept it (:data:`POOR_FIT_PX`)."""
+    taken when the views accept it (:data:`POOR_FIT_PX`). Where the restrained fit is poor it is fitted again with
+    only its CA held: a neighbour's point can be off or the neighbour not the chain's (7ecr, PyMOL T9: once the
+    residue-label search found GLY 113, Lys 114 fitted at 1.09 px restrained and was dropped, 0.56 px with its CA
+    alone, and its ``NZ, O4`` bond came back: 0.67 → 0.83 in a fresh run of the item)."""
     from dataclasses import replace
 
     from misi_agent.tools.label_triangulation import residue_label_points, scale_ruled_by_labels
@@ -1157,6 +1172,8 @@ def _refitted_at_labels(views, rec, residues: Sequence[ResidueIdentity], fits: d
             if len(near) == 1:
                 restraints += [Restraint(atom, near[0], length) for atom, length in spans]
         best = _fitted_either_carbon(views, name, float(rec.distance), at=("CA", p), restraints=restraints)
+        if (best is None or best.cost_px > POOR_FIT_PX) and len(restraints) > 1:
+            best = _fitted_either_carbon(views, name, float(rec.distance), at=("CA", p), restraints=restraints[:1])
         if best is None or best.cost_px > POOR_FIT_PX:
             continue
         completed = {n: tuple(map(float, x)) for n, x in best.coords.items()}

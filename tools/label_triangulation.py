@@ -340,16 +340,18 @@ def with_ligand_atoms(rec, points: Sequence[LabelPoint], bond_a: float | None = 
 
 
 def ligand_label_points(rec, labels: Mapping[str, Any], spotters: Mapping[str, Mapping[str, Any]] | None,
-                        min_chars: int = 2, min_share: float = 0.5) -> list[LabelPoint]:
+                        min_chars: int = 2, min_share: float = 0.5, offset: np.ndarray | None = None
+                        ) -> list[LabelPoint]:
     """Every ligand name read in some view placed where its labels meet (:func:`text_point`): names of
     ``min_chars`` or more characters (a lone ``N`` is also read from fragments of longer labels), where at least
     ``min_share`` of the views that found the name agree on its place. The offset is the one the ligand's names are
     checked at (:func:`~misi_agent.tools.ligand_name_spotting.ligand_label_offset`: measured over the labels of 2+
     characters, :func:`long_reads`, since one-letter fragments of PyMOL's pile put it a glyph aside; over all reads
-    before: 20 PyMOL T9 items image-only 15.55 → 17.25)."""
+    before: 20 PyMOL T9 items image-only 15.55 → 17.25); ``offset`` where the caller has measured it."""
     from misi_agent.tools.ligand_name_spotting import ligand_label_offset
 
-    offset, _ = ligand_label_offset(rec, labels, spotters)
+    if offset is None:
+        offset, _ = ligand_label_offset(rec, labels, spotters)
     texts = sorted({str(lab.text).strip().upper() for labs in labels.values() for lab in labs.of_kind("ligand")
                     if len(str(lab.text).strip()) >= min_chars})
     out = []
