@@ -507,6 +507,10 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     the piles hide sought in space, each name's correlation gathered from all views at points about the ligand
     (:func:`~misi_agent.tools.residue_label_search.with_searched_residue_labels`): PyMOL 31.84 → 33.24 replayed from
     staged states (7dkt, 7lev up, none lower), a fresh full run 32.72 → 33.87 (7ecr down 0.71 → 0.67), raster
+    untouched; the ligand's hidden N/O atoms found by their names in space
+    (:func:`~misi_agent.tools.ligand_name_search.searched_ligand_names`, in :func:`with_labelled_ligand_atoms`) and a
+    poor restrained residue fit retried with its CA alone (:func:`_refitted_at_labels`): PyMOL 33.24 → 36.90 replayed
+    from staged states, a fresh full run 33.87 → 37.63 (7b94, 7cij, 7d5c, 7dkt, 7ecr, 7lev up, none lower), raster
     untouched.
     Pass ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
