@@ -639,7 +639,6 @@ def with_labelled_ligand_atoms(rec, labels: Mapping[str, ImageLabels], spotters:
     rules: the hidden H-bond partners the reconstruction never rebuilt."""
     from misi_agent.tools.label_triangulation import (LIGAND_CLASS, element_of_name, ligand_label_points,
                                                       rebuilt_agreement, scale_ruled_by_labels, with_ligand_atoms)
-
     from misi_agent.tools.ligand_name_spotting import ligand_label_offset
 
     offset, n_pairs = ligand_label_offset(rec, labels, spotters)

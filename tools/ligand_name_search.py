@@ -44,7 +44,8 @@ from misi_agent.tools.label_reading import ImageLabels
 from misi_agent.tools.label_spotting import MIN_SCORE
 from misi_agent.tools.label_triangulation import (LabelPoint, _angstrom, cameras, element_of_name, normalised,
                                                   triangulate)
-from misi_agent.tools.ligand_name_spotting import LENGTH_BONUS, VIEWS_USED
+from misi_agent.tools.ligand_name_spotting import LENGTH_BONUS, VIEWS_USED, _text_corners
+from misi_agent.tools.residue_label_search import grid_about
 
 GRID_A = 0.4  # Å between grid points (about 4 px at the PyMOL items' scale; each map is widened to cover it)
 PAD_A = 3.0  # Å: the grid reaches this far from the rebuilt ligand atoms (a hidden atom one or two bonds away)
@@ -73,13 +74,6 @@ def candidate_names(labels: Mapping[str, ImageLabels]) -> list[str]:
     return sorted(out | {t for t in read if _READ_NAME.match(t)})
 
 
-def _label_place(s, name: str, xy: np.ndarray) -> tuple[list, np.ndarray, np.ndarray]:
-    """``name`` laid out in ``s``'s font and the top-left (rows, columns) of the text centred on each of ``xy``."""
-    lay = s.layout(name)
-    hh, ww = s.extent(lay)
-    return lay, np.round(xy[:, 1] - hh / 2.0).astype(int), np.round(xy[:, 0] - ww / 2.0).astype(int)
-
-
 def _best_place(s, lay, i0: int, j0: int, reach: int) -> tuple[float, int, int]:
     """The text's best mean glyph correlation within ``reach`` px of top-left (i0, j0), and where."""
     d = np.arange(-reach, reach + 1)
@@ -101,12 +95,7 @@ def searched_ligand_names(rec, labels: Mapping[str, ImageLabels], spotters: Mapp
     lig = np.asarray(rec.coords, float)[np.asarray(rec.is_ligand, bool)]
     if len(sp) < VIEWS_USED or not len(lig):
         return []
-    lo, hi = lig.min(0) - PAD_A, lig.max(0) + PAD_A
-    grid = np.stack(np.meshgrid(*[np.arange(lo[k], hi[k] + 1e-9, GRID_A) for k in range(3)], indexing="ij"),
-                    -1).reshape(-1, 3)
-    near = np.zeros(len(grid), bool)
-    for p in lig:
-        near |= np.einsum("ij,ij->i", grid - p, grid - p) <= PAD_A ** 2
+    grid, _, near = grid_about(lig, PAD_A, GRID_A)
     pts = grid[near]
     uv = {v: cams[v].project(normalised(rec, pts))[0] + offset for v in sp}
     pool = [n for n in candidate_names(labels) if all(s.t.can_spell(n) for s in sp.values())]
@@ -122,7 +111,7 @@ def searched_ligand_names(rec, labels: Mapping[str, ImageLabels], spotters: Mapp
             if made is None:
                 break
             m = ndimage.maximum_filter(made[0] / len(lay), size=2 * WIDEN_PX + 1, mode="constant", cval=-1.0)
-            _, i, j = _label_place(s, name, uv[v])
+            _, i, j = _text_corners(s, name, uv[v])
             ok = (i >= 0) & (i < m.shape[0]) & (j >= 0) & (j < m.shape[1])
             rows.append(np.where(ok, m[np.clip(i, 0, m.shape[0] - 1), np.clip(j, 0, m.shape[1] - 1)], -1.0))
         else:
@@ -163,7 +152,7 @@ def _checked(rec, sp, cams, offset: np.ndarray, name: str, p: np.ndarray, pool: 
     at = {v: cams[v].project(normalised(rec, p[None]))[0][0] + offset for v in sp}
     places = {}
     for v, s in sp.items():
-        lay, i0, j0 = _label_place(s, name, at[v][None])
+        lay, i0, j0 = _text_corners(s, name, at[v][None])
         places[v] = (lay,) + _best_place(s, lay, int(i0[0]), int(j0[0]), REACH_PX)
     fit = [v for v, (_, val, _, _) in places.items() if val >= MIN_SCORE]
     if len(fit) < MIN_FIT_VIEWS:
@@ -174,7 +163,7 @@ def _checked(rec, sp, cams, offset: np.ndarray, name: str, p: np.ndarray, pool: 
             continue
         vals = []
         for v, s in sp.items():
-            lay, i0, j0 = _label_place(s, rival, at[v][None])
+            lay, i0, j0 = _text_corners(s, rival, at[v][None])
             vals.append(_best_place(s, lay, int(i0[0]), int(j0[0]), REACH_PX)[0])
         if float(np.mean(sorted(vals)[-VIEWS_USED:])) + bonus[rival] > own:
             return None

@@ -123,6 +123,18 @@ class _Texts:
         return np.maximum(mean[k, b], 0.0), i0[k, b], j0[k, b]
 
 
+def grid_about(xyz: np.ndarray, pad: float, step: float) -> tuple[np.ndarray, tuple[int, int, int], np.ndarray]:
+    """A regular grid (``step`` Å) over the box of ``xyz`` widened by ``pad``: its points (n, 3) in x-major order,
+    its shape, and which points lie within ``pad`` of some point of ``xyz``."""
+    lo, hi = xyz.min(0) - pad, xyz.max(0) + pad
+    axes = [np.arange(lo[k], hi[k] + 1e-9, step) for k in range(3)]
+    grid = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
+    near = np.zeros(len(grid), bool)
+    for p in xyz:
+        near |= np.einsum("ij,ij->i", grid - p, grid - p) <= pad ** 2
+    return grid, (len(axes[0]), len(axes[1]), len(axes[2])), near
+
+
 def known_label_points(rec, labels: Mapping[str, ImageLabels]) -> dict[str, np.ndarray]:
     """The triangulated points (Å) of the residue texts read in two or more views."""
     from misi_agent.tools.label_triangulation import residue_label_points
@@ -148,13 +160,7 @@ def searched_residue_labels(rec, labels: Mapping[str, ImageLabels], spotters: Ma
         numbers.setdefault(len(str(n)), []).append(n)
     if not numbers:
         return []
-    lo, hi = lig.min(0) - PAD_A, lig.max(0) + PAD_A
-    axes = [np.arange(lo[k], hi[k] + 1e-9, GRID_A) for k in range(3)]
-    shape = tuple(len(a) for a in axes)
-    grid = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
-    near = np.zeros(len(grid), bool)
-    for p in lig:
-        near |= np.einsum("ij,ij->i", grid - p, grid - p) <= PAD_A ** 2
+    grid, shape, near = grid_about(lig, PAD_A, GRID_A)
     pts = grid[near]
     uv = {v: cams[v].project(normalised(rec, pts))[0] for v in sp}
     peaks: list[tuple[float, str, int, np.ndarray]] = []
