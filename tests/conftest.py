@@ -8,17 +8,30 @@ import pytest
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "structures"
 
 
-@pytest.fixture(scope="session")
-def pymol_6yqw_labelled():
-    """6yqw (ligand 82I, its T9 item) in PyMOL's six views at 512 px, reconstructed with its labels read and the
-    scale ruled by the residue labels (:func:`render_support.labelled_reconstruction`)."""
+def _labelled_pymol(entry: str, code: str):
+    """A shared PoseBusters entry in PyMOL's six views at 512 px, reconstructed as the T9 pipeline starts
+    (:func:`render_support.labelled_reconstruction`), with the scale ruled by its residue labels."""
     from misi_agent.structure import load_complex
     from misi_agent.tools.label_triangulation import scale_ruled_by_labels
     from render_support import labelled_reconstruction
 
-    path = SHARED / "posebusters" / "6yqw.cif.gz"
+    path = SHARED / "posebusters" / f"{entry}.cif.gz"
     if not path.is_file():
         pytest.skip("the shared PoseBusters structures are not here")
-    out = labelled_reconstruction(load_complex(path, ligand="82I"), "pymol")
+    out = labelled_reconstruction(load_complex(path, ligand=code), "pymol")
     assert scale_ruled_by_labels(out[0])
     return out
+
+
+@pytest.fixture(scope="session")
+def pymol_6yqw_labelled():
+    """6yqw (ligand 82I, its T9 item) in PyMOL's six views at 512 px, reconstructed with its labels read and the
+    scale ruled by the residue labels (:func:`render_support.labelled_reconstruction`)."""
+    return _labelled_pymol("6yqw", "82I")
+
+
+@pytest.fixture(scope="session")
+def pymol_6z1c_labelled():
+    """6z1c (ligand 7EY) in PyMOL's six views at 512 px, reconstructed as :func:`pymol_6yqw_labelled`: its ligand's
+    N/O names are read where the rebuilt ligand lacks their atoms."""
+    return _labelled_pymol("6z1c", "7EY")

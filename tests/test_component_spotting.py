@@ -8,20 +8,12 @@ true ones. Gold is the scene (atom names and front-frame coordinates).
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pytest
 
-from misi_agent.structure import ccd_template, load_complex
+from misi_agent.structure import ccd_template
 from misi_agent.tools.component_spotting import (MIN_SPOTTED_SHARE, agreeing_names, component_from_points,
                                                  spotted_component)
 from misi_agent.tools.label_triangulation import LabelPoint
-from render_support import six_views
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "structures"
-needs_shared = pytest.mark.skipif(not (SHARED / "posebusters" / "6z1c.cif.gz").is_file(),
-                                  reason="the shared PoseBusters structures are not here")
 
 
 def _agreeing(code: str, points: dict[str, LabelPoint]) -> list[str]:
@@ -70,33 +62,20 @@ def test_a_rebuilt_atom_the_labels_did_not_place_keeps_its_place_and_name():
     assert component_from_points("DHR", {}) is None
 
 
-@needs_shared
-def test_the_drawn_component_is_the_one_whose_names_are_spotted_where_its_geometry_puts_them():
+def test_the_drawn_component_is_the_one_whose_names_are_spotted_where_its_geometry_puts_them(pymol_6z1c_labelled):
     """6z1c on PyMOL's pictures at 512 px. The candidates are the read names' shortlist on this entry's T9 item
     (rank_components: 65H first, 7EY second). Spotting each one's names picks 7EY (measured: 10 of its 22 atoms placed
     where its geometry agrees, the rivals 4–5), and the placed atoms lie within 1.5 Å of the true ones."""
-    from misi_agent.tools.label_reading import read_labels
-    from misi_agent.tools.label_spotting import spotters, with_hidden_residue_labels
-    from misi_agent.tools.label_triangulation import rescaled_by_residue_labels, scale_ruled_by_labels
-    from misi_agent.tools.reconstruction import load_views, reconstruct
-
-    scenes, images = six_views(load_complex(SHARED / "posebusters" / "6z1c.cif.gz", ligand="7EY"), "pymol")
-    labels = with_hidden_residue_labels(images, {v: read_labels(im) for v, im in images.items()})
-    rec = rescaled_by_residue_labels(images, load_views(images), reconstruct(images), labels)
-    assert scale_ruled_by_labels(rec)
-    sp = spotters(images, labels)
+    rec, labels, sp, front, to_true = pymol_6z1c_labelled
 
     match, how = spotted_component(rec, labels, sp, ["65H", "7EY", "IZ9", "2NY", "AX6", "JYQ"])
     assert match is not None and match.code == "7EY", how
     seen = np.flatnonzero(match.seen >= 0)
     assert len(seen) >= MIN_SPOTTED_SHARE * len(match.names)
 
-    front = scenes["front"]
     lig = np.flatnonzero(front.is_ligand)
     true = {str(front.atom_names[i]): front.coords[i] for i in lig}
-    D, d = -float(front.centroid[2]), float(rec.distance)
-    errors = [float(np.linalg.norm((match.coords[k] + [0, 0, d]) / d * D - (true[match.names[k]] + [0, 0, D])))
-              for k in seen]
+    errors = [float(np.linalg.norm(to_true(match.coords[k]) - true[match.names[k]])) for k in seen]
     assert np.median(errors) < 0.6 and max(errors) < 1.5, errors
 
     none, why = spotted_component(rec, labels, sp, ["2NY", "AX6", "JYQ"])  # the drawn component is not a candidate

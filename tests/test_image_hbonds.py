@@ -895,3 +895,28 @@ def test_atoms_of_unknown_colour_take_their_element_from_name_or_neighbours():
     assert Chem.MolToSmiles(rebuilt) == Chem.MolToSmiles(Chem.RemoveHs(mol))
     as_carbon, _ = ligand_molecule(hidden, xyz, bonds)
     assert not as_carbon.GetAtomWithIdx(n24).GetIsAromatic()  # what an X built as carbon gave
+
+
+def test_the_ligands_named_nitrogens_and_oxygens_reach_its_partners(pymol_6z1c_labelled):
+    """Which residues are refitted at their label points is gated on their distance to the ligand's N/O. PyMOL hides
+    most of the ligand's balls under the pocket's labels, so 6z1c's rebuilt 7EY lacks N/O that its read names place:
+    the reach points are the rebuilt N/O and those named points. Each named point lies at a true N/O of the ligand,
+    and together they come nearer every true N/O than the rebuilt ones alone. Without spotters (labels not found in
+    space), the rebuilt N/O alone."""
+    from misi_agent.tools.image_hbonds import _ligand_polar_points, _ligand_reach_points
+
+    rec, labels, sp, front, to_true = pymol_6z1c_labelled
+    rebuilt = _ligand_polar_points(rec)
+    reach = _ligand_reach_points(rec, labels, sp)
+    assert len(reach) > len(rebuilt) and np.allclose(reach[:len(rebuilt)], rebuilt)
+    lig = np.flatnonzero(front.is_ligand)
+    true = front.coords[[i for i in lig if str(front.elements[i]).upper() in ("N", "O")]]
+
+    def nearest(points, to):
+        return np.linalg.norm(np.asarray(points)[:, None] - np.asarray(to)[None], axis=2).min(axis=1)
+
+    assert nearest([to_true(p) for p in reach[len(rebuilt):]], true).max() < 1.0
+    before = nearest(true, [to_true(p) for p in rebuilt])
+    after = nearest(true, [to_true(p) for p in reach])
+    assert np.all(after <= before + 1e-9) and after.max() < before.max() - 1.0, (before, after)
+    assert np.array_equal(_ligand_reach_points(rec, labels, {}), rebuilt)

@@ -511,7 +511,9 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     (:func:`~misi_agent.tools.ligand_name_search.searched_ligand_names`, in :func:`with_labelled_ligand_atoms`) and a
     poor restrained residue fit retried with its CA alone (:func:`_refitted_at_labels`): PyMOL 33.24 → 36.90 replayed
     from staged states, a fresh full run 33.87 → 37.63 (7b94, 7cij, 7d5c, 7dkt, 7ecr, 7lev up, none lower), raster
-    untouched.
+    untouched; where the labels ruled the scale, the residues near the ligand's N/O named by its read labels refitted
+    too, not only those near its rebuilt N/O (:func:`_ligand_reach_points`): PyMOL 36.99 → 37.38 replayed from staged
+    states, a fresh full run 37.63 → 37.98 (7o0n's ``ARG 130 NH2, O2A``; none lower), raster untouched.
     Pass ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
@@ -546,9 +548,10 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
             spots = spotters(images_by_view, labels)
             labels = with_searched_residue_labels(rec, labels, spots)
         before = dict(fits)
-        residues = _refitted_at_labels(views, rec, residues, fits, labels)
+        reach = _ligand_reach_points(rec, labels, spots)
+        residues = _refitted_at_labels(views, rec, residues, fits, labels, reach)
         residues = _refitted_about_ca(views, rec, residues, fits,
-                                      skip={g for g, f in fits.items() if before.get(g) is not f})
+                                      skip={g for g, f in fits.items() if before.get(g) is not f}, reach=reach)
         placed = [np.asarray(x, float) for r in residues for x in r.completed.values()]
         rec = _without_ligand_atoms_at(rec, np.array(placed).reshape(-1, 3))
         rec = _one_ligand_atom_per_place(rec, views)
@@ -1115,6 +1118,28 @@ def _ligand_polar_points(rec) -> np.ndarray:
     return coords[polar] if polar.any() else coords[lig]
 
 
+def _ligand_reach_points(rec, labels: Mapping[str, ImageLabels], spotters: Mapping[str, Any]) -> np.ndarray:
+    """Where the ligand's H-bond partners are: its rebuilt N/O (:func:`_ligand_polar_points`) and, where the labels
+    are drawn at their anchors (PyMOL), the points where its N/O names' labels meet in the views
+    (:func:`~misi_agent.tools.label_triangulation.ligand_label_points`).
+
+    Why: PyMOL piles the pocket's labels on the ligand and hides its balls, so the rebuilt ligand lacks most of its
+    N/O, and a residue bonded to one it lacks lies beyond :data:`LABEL_REACH_A` of those it has (20 PyMOL T9 test
+    items: 11 of the 67 gold residues whose label point is known lay farther, up to 16.8 Å; with the named points 7
+    of them come within reach, and 89 other residues; a fresh full run 37.63 → 37.98, 7o0n's Arg 130 refitted and
+    its ``NH2, O2A`` found, no item lower)."""
+    from misi_agent.tools.label_triangulation import element_of_name, ligand_label_points, scale_ruled_by_labels
+    from misi_agent.tools.ligand_name_spotting import ligand_label_offset
+
+    rebuilt = _ligand_polar_points(rec)
+    if not spotters or not scale_ruled_by_labels(rec):
+        return rebuilt
+    offset, _ = ligand_label_offset(rec, labels, spotters)
+    named = [p.coords for p in ligand_label_points(rec, labels, spotters, offset=offset)
+             if element_of_name(p.text) in ("N", "O")]
+    return np.vstack([rebuilt.reshape(-1, 3), np.asarray(named, float).reshape(-1, 3)])
+
+
 def _fitted_either_carbon(views, name: str, distance: float, **kw):
     """Residue ``name`` fitted (no turns about its side chain) in the carbon colour that quick fits of both (no
     torsion flips) find the views prefer: carbons alternate between residues, and a residue placed from a label or
@@ -1129,7 +1154,7 @@ def _fitted_either_carbon(views, name: str, distance: float, **kw):
 
 
 def _refitted_at_labels(views, rec, residues: Sequence[ResidueIdentity], fits: dict[int, Any],
-                        labels: Mapping[str, ImageLabels]) -> list[ResidueIdentity]:
+                        labels: Mapping[str, ImageLabels], reach: np.ndarray | None = None) -> list[ResidueIdentity]:
     """Residues refitted, or added, with their CA on the point where their label's reads meet in the views.
 
     Only where the labels are drawn at the CAs, as the residue-label ruler found them to be (the reconstruction's
@@ -1152,7 +1177,7 @@ def _refitted_at_labels(views, rec, residues: Sequence[ResidueIdentity], fits: d
 
     if not scale_ruled_by_labels(rec):
         return list(residues)
-    lig = _ligand_polar_points(rec)
+    lig = _ligand_polar_points(rec) if reach is None else reach
     if not len(lig):
         return list(residues)
     points = {parse_residue(t): np.asarray(p.coords, float)
@@ -1196,7 +1221,7 @@ ABOUT_CA_MARGIN_PX = 0.05  # ... and its new fit taken when it fits the views be
 
 
 def _refitted_about_ca(views, rec, residues: Sequence[ResidueIdentity], fits: dict[int, Any],
-                       skip: Collection[int] = ()) -> list[ResidueIdentity]:
+                       skip: Collection[int] = (), reach: np.ndarray | None = None) -> list[ResidueIdentity]:
     """Residues whose CA lies within :data:`LABEL_REACH_A` of a ligand N/O and whose fit costs more than
     :data:`ABOUT_CA_PX` (or was poor) searched again from poses about their fitted CA.
 
@@ -1212,7 +1237,7 @@ def _refitted_about_ca(views, rec, residues: Sequence[ResidueIdentity], fits: di
     items: the same answers on all 20, this step 16 % faster on 7 of them)."""
     from dataclasses import replace
 
-    lig = _ligand_polar_points(rec)
+    lig = _ligand_polar_points(rec) if reach is None else reach
     if not len(lig):
         return list(residues)
     out = list(residues)
