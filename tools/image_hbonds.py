@@ -1169,7 +1169,9 @@ def _refitted_at_labels(views, rec, residues: Sequence[ResidueIdentity], fits: d
     taken when the views accept it (:data:`POOR_FIT_PX`). Where the restrained fit is poor it is fitted again with
     only its CA held: a neighbour's point can be off or the neighbour not the chain's (7ecr, PyMOL T9: once the
     residue-label search found GLY 113, Lys 114 fitted at 1.09 px restrained and was dropped, 0.56 px with its CA
-    alone, and its ``NZ, O4`` bond came back: 0.67 → 0.83 in a fresh run of the item)."""
+    alone, and its ``NZ, O4`` bond came back: 0.67 → 0.83 in a fresh run of the item). ``reach``: the ligand points
+    the :data:`LABEL_REACH_A` gate measures to (default the rebuilt N/O, :func:`_ligand_polar_points`; the pipeline
+    passes :func:`_ligand_reach_points`)."""
     from dataclasses import replace
 
     from misi_agent.tools.label_triangulation import residue_label_points, scale_ruled_by_labels
@@ -1234,7 +1236,8 @@ def _refitted_about_ca(views, rec, residues: Sequence[ResidueIdentity], fits: di
     (:func:`~misi_agent.tools.residue_fit.fit_residue` with ``at``), and the new fit replaces the old when it costs
     at most :data:`POOR_FIT_PX` and :data:`ABOUT_CA_MARGIN_PX` less. Both renderers. ``skip``: groups not searched
     again, those :func:`_refitted_at_labels` has just fitted from poses about their label's point (PyMOL, 20 T9 test
-    items: the same answers on all 20, this step 16 % faster on 7 of them)."""
+    items: the same answers on all 20, this step 16 % faster on 7 of them). ``reach``: as in
+    :func:`_refitted_at_labels`."""
     from dataclasses import replace
 
     lig = _ligand_polar_points(rec) if reach is None else reach
