@@ -920,3 +920,32 @@ def test_the_ligands_named_nitrogens_and_oxygens_reach_its_partners(pymol_6z1c_l
     after = nearest(true, [to_true(p) for p in reach])
     assert np.all(after <= before + 1e-9) and after.max() < before.max() - 1.0, (before, after)
     assert np.array_equal(_ligand_reach_points(rec, labels, {}), rebuilt)
+
+
+def test_a_residue_held_at_its_label_is_taken_at_a_fit_the_free_fits_would_not_pass(pymol_6yqw_labelled, monkeypatch):
+    """A residue fitted with its CA held at its label's triangulated point has two sources behind it (the text read
+    in two or more views and the views' pixels), so its fit is taken up to :data:`LABEL_FIT_PX`, above the
+    :data:`POOR_FIT_PX` of a fit from reconstructed atoms alone. 6yqw's Asn 95 in PyMOL's views: held at its label,
+    it fits between the two, with its side chain's N and O within 0.5 Å of the true ones; under the old gate it is
+    dropped."""
+    import misi_agent.tools.image_hbonds as ih
+    from misi_agent.tools.label_reading import ImageLabels
+    from misi_agent.tools.reconstruction import load_views
+    from render_support import six_views
+
+    rec, labels, sp, front, to_true = pymol_6yqw_labelled
+    only = {v: ImageLabels(tuple(lab for lab in il.labels if lab.kind != "residue" or lab.text == "ASN 95"), il.colours)
+            for v, il in labels.items()}
+    _, images = six_views(load_complex(DATA / "6yqw.cif.gz", ligand="82I"), "pymol")  # the fixture's entry
+    views = load_views(images)
+    reach = ih._ligand_reach_points(rec, labels, sp)
+    fits: dict = {}
+    got = ih._refitted_at_labels(views, rec, [], fits, only, reach)
+    asn = [r for r in got if (r.name, r.number) == ("ASN", 95)]
+    assert len(asn) == 1 and ih.POOR_FIT_PX < fits[asn[0].group].cost_px <= ih.LABEL_FIT_PX
+    k = next(k for k, key in enumerate(front.residue_keys) if (key.name, key.number) == ("ASN", 95))
+    true = {str(n): x for n, x, r in zip(front.atom_names, front.coords, front.residue) if r == k}
+    for atom in ("CA", "OD1", "ND2"):
+        assert np.linalg.norm(to_true(asn[0].completed[atom]) - true[atom]) < 0.5, atom
+    monkeypatch.setattr(ih, "LABEL_FIT_PX", ih.POOR_FIT_PX)
+    assert not ih._refitted_at_labels(views, rec, [], {}, only, reach)
