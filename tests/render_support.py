@@ -22,10 +22,11 @@ def six_views(cx, renderer: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return scenes, {v: RasterRenderer().render(sc).image for v, sc in scenes.items()}
 
 
-def labelled_reconstruction(cx, renderer: str) -> tuple[Any, Any, Any, Any, Any]:
+def labelled_reconstruction(cx, renderer: str) -> tuple[Any, Any, Any, Any, Any, Any]:
     """``cx``'s six views drawn and reconstructed as the T9 pipeline starts (labels read, hidden residue labels
     spotted, the scale taken from the residue labels): the reconstruction, the labels, the label spotters, the front
-    scene, and a function taking a point of the reconstruction's front frame to the front scene's (Å)."""
+    scene, a function taking a point of the reconstruction's front frame to the front scene's (Å), and the pictures
+    (view -> image), for a step that fits to them."""
     from misi_agent.tools.label_reading import read_labels
     from misi_agent.tools.label_spotting import spotters, with_hidden_residue_labels
     from misi_agent.tools.label_triangulation import rescaled_by_residue_labels
@@ -37,4 +38,4 @@ def labelled_reconstruction(cx, renderer: str) -> tuple[Any, Any, Any, Any, Any]
     front = scenes["front"]
     D, d = -float(front.centroid[2]), float(rec.distance)
     to_true = lambda p: (np.asarray(p, float) + [0, 0, d]) / d * D - [0, 0, D]  # noqa: E731
-    return rec, labels, spotters(images, labels), front, to_true
+    return rec, labels, spotters(images, labels), front, to_true, images

@@ -66,7 +66,7 @@ def test_the_drawn_component_is_the_one_whose_names_are_spotted_where_its_geomet
     """6z1c on PyMOL's pictures at 512 px. The candidates are the read names' shortlist on this entry's T9 item
     (rank_components: 65H first, 7EY second). Spotting each one's names picks 7EY (measured: 10 of its 22 atoms placed
     where its geometry agrees, the rivals 4–5), and the placed atoms lie within 1.5 Å of the true ones."""
-    rec, labels, sp, front, to_true = pymol_6z1c_labelled
+    rec, labels, sp, front, to_true, _ = pymol_6z1c_labelled
 
     match, how = spotted_component(rec, labels, sp, ["65H", "7EY", "IZ9", "2NY", "AX6", "JYQ"])
     assert match is not None and match.code == "7EY", how

@@ -905,7 +905,7 @@ def test_the_ligands_named_nitrogens_and_oxygens_reach_its_partners(pymol_6z1c_l
     space), the rebuilt N/O alone."""
     from misi_agent.tools.image_hbonds import _ligand_polar_points, _ligand_reach_points
 
-    rec, labels, sp, front, to_true = pymol_6z1c_labelled
+    rec, labels, sp, front, to_true, _ = pymol_6z1c_labelled
     rebuilt = _ligand_polar_points(rec)
     reach = _ligand_reach_points(rec, labels, sp)
     assert len(reach) > len(rebuilt) and np.allclose(reach[:len(rebuilt)], rebuilt)
@@ -922,7 +922,8 @@ def test_the_ligands_named_nitrogens_and_oxygens_reach_its_partners(pymol_6z1c_l
     assert np.array_equal(_ligand_reach_points(rec, labels, {}), rebuilt)
 
 
-def test_a_residue_held_at_its_label_is_taken_at_a_fit_the_free_fits_would_not_pass(pymol_6yqw_labelled, monkeypatch):
+def test_a_residue_held_at_its_label_is_taken_at_a_fit_the_free_fits_would_not_pass(pymol_6yqw_labelled,
+                                                                                     monkeypatch):
     """A residue fitted with its CA held at its label's triangulated point has two sources behind it (the text read
     in two or more views and the views' pixels), so its fit is taken up to :data:`LABEL_FIT_PX`, above the
     :data:`POOR_FIT_PX` of a fit from reconstructed atoms alone. 6yqw's Asn 95 in PyMOL's views: held at its label,
@@ -931,12 +932,10 @@ def test_a_residue_held_at_its_label_is_taken_at_a_fit_the_free_fits_would_not_p
     import misi_agent.tools.image_hbonds as ih
     from misi_agent.tools.label_reading import ImageLabels
     from misi_agent.tools.reconstruction import load_views
-    from render_support import six_views
 
-    rec, labels, sp, front, to_true = pymol_6yqw_labelled
+    rec, labels, sp, front, to_true, images = pymol_6yqw_labelled
     only = {v: ImageLabels(tuple(lab for lab in il.labels if lab.kind != "residue" or lab.text == "ASN 95"), il.colours)
             for v, il in labels.items()}
-    _, images = six_views(load_complex(DATA / "6yqw.cif.gz", ligand="82I"), "pymol")  # the fixture's entry
     views = load_views(images)
     reach = ih._ligand_reach_points(rec, labels, sp)
     fits: dict = {}

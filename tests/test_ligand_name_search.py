@@ -15,7 +15,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def pymol_6yqw(pymol_6yqw_labelled):
-    rec, labels, sp, front, to_true = pymol_6yqw_labelled
+    rec, labels, sp, front, to_true, _ = pymol_6yqw_labelled
     atoms = {text: np.asarray(at, float) for text, at in front.labels() if not re.fullmatch(r"[A-Z]{3} -?\d+", text)}
     return rec, labels, sp, atoms, to_true
 

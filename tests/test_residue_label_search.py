@@ -14,7 +14,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def pymol_6yqw(pymol_6yqw_labelled):
-    rec, labels, sp, front, to_true = pymol_6yqw_labelled
+    rec, labels, sp, front, to_true, _ = pymol_6yqw_labelled
     cas = {text: np.asarray(at, float) for text, at in front.labels() if re.fullmatch(r"[A-Z]{3} -?\d+", text)}
     return rec, labels, sp, cas, to_true
 

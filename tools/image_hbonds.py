@@ -1106,7 +1106,7 @@ def well_fitted(residues: Sequence[ResidueIdentity], fits: Mapping[int, Any]) ->
 
 LABEL_PIN_A = 1.0  # Å: a residue whose fitted CA lies farther than this from its label's triangulated point is refitted
 LABEL_REACH_A = 9.0  # Å: only labels whose point lies this close to a ligand N/O (a Lys or Arg CA to its partner)
-LABEL_FIT_PX = 1.0  # mean px per sample up to which a fit with its CA held at its label's point is taken (_refitted_at_labels)
+LABEL_FIT_PX = 1.0  # mean px per sample up to which a fit with its CA held at its label's point is taken
 PREVIOUS_CA_SPANS = (("N", 2.43),)  # Å from CA(n-1) across the trans peptide bond to residue n's N (ideal geometry)
 NEXT_CA_SPANS = (("C", 2.43), ("O", 2.78))  # Å from CA(n+1) to residue n's C and O (cis to CA(n+1) in a trans peptide)
 
@@ -1171,12 +1171,12 @@ def _refitted_at_labels(views, rec, residues: Sequence[ResidueIdentity], fits: d
     from rebuilt atoms because the label holds the CA: of the 40 label-held fits at 0.90–1.00 px that a 0.9 px gate
     dropped on the 20 PyMOL T9 test items, the 28 whose residue the pocket holds all had their CA within 0.5 Å of
     the true one (the 12 others name residues the pocket lacks: misread numbers); taking them gave 7o0n its Arg 95
-    bonds (0.21 → 0.43 in a fresh run of the 20 items, 37.98 → 39.05 over all; none lower). Where the restrained fit is poor it is fitted again with
-    only its CA held: a neighbour's point can be off or the neighbour not the chain's (7ecr, PyMOL T9: once the
-    residue-label search found GLY 113, Lys 114 fitted at 1.09 px restrained and was dropped, 0.56 px with its CA
-    alone, and its ``NZ, O4`` bond came back: 0.67 → 0.83 in a fresh run of the item). ``reach``: the ligand points
-    the :data:`LABEL_REACH_A` gate measures to (default the rebuilt N/O, :func:`_ligand_polar_points`; the pipeline
-    passes :func:`_ligand_reach_points`)."""
+    bonds (0.21 → 0.43 in a fresh run of the 20 items, 37.98 → 39.05 over all; none lower). Where the restrained
+    fit is poor it is fitted again with only its CA held: a neighbour's point can be off or the neighbour not the
+    chain's (7ecr, PyMOL T9: once the residue-label search found GLY 113, Lys 114 fitted at 1.09 px restrained and
+    was dropped, 0.56 px with its CA alone, and its ``NZ, O4`` bond came back: 0.67 → 0.83 in a fresh run of the
+    item). ``reach``: the ligand points the :data:`LABEL_REACH_A` gate measures to (default the rebuilt N/O,
+    :func:`_ligand_polar_points`; the pipeline passes :func:`_ligand_reach_points`)."""
     from dataclasses import replace
 
     from misi_agent.tools.label_triangulation import residue_label_points, scale_ruled_by_labels
