@@ -62,6 +62,24 @@ def test_a_rebuilt_atom_the_labels_did_not_place_keeps_its_place_and_name():
     assert component_from_points("DHR", {}) is None
 
 
+def test_a_read_name_the_spotted_atoms_contradict_is_not_an_anchor():
+    """DHR with O1 not placed by its label; the rebuilt ligand holds an O read as ``O1`` 2.2 Å from O1's true place
+    (as 7my1's ``O2A``). Its distances to O1's spotted neighbours within two bonds disagree with DHR's, so the reading
+    is set aside: the point is not taken for O1, O1 is placed from the other atoms, within 0.5 Å of its true place
+    after the refinement of hidden atoms. Read at the right place, the same O is O1 and keeps its place."""
+    t = ccd_template("DHR")
+    names = [str(n) for n in t.atom_name]
+    ideal = np.asarray(t.coord, float)
+    k = names.index("O1")
+    points = {n: LabelPoint(n, ideal[j], ("front", "left"), 0.0) for j, n in enumerate(names) if n != "O1"}
+    off = ideal[k] + np.array([2.2, 0.0, 0.0])
+    wrong = component_from_points("DHR", points, (["O"], off[None], ["O1"], []))
+    assert wrong is not None and wrong.seen[k] < 0
+    assert float(np.linalg.norm(wrong.coords[k] - ideal[k])) < 0.5
+    right = component_from_points("DHR", points, (["O"], (ideal[k] + 0.2)[None], ["O1"], []))
+    assert right is not None and right.seen[k] >= 0 and np.allclose(right.coords[k], ideal[k] + 0.2)
+
+
 def test_the_drawn_component_is_the_one_whose_names_are_spotted_where_its_geometry_puts_them(pymol_6z1c_labelled):
     """6z1c on PyMOL's pictures at 512 px. The candidates are the read names' shortlist on this entry's T9 item
     (rank_components: 65H first, 7EY second). Spotting each one's names picks 7EY (measured: 10 of its 22 atoms placed

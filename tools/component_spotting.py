@@ -27,7 +27,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from misi_agent.tools.label_triangulation import LabelPoint, text_places, text_point
-from misi_agent.tools.ligand_dictionary import MIN_ANCHORS, ComponentMatch, map_to_component
+from misi_agent.tools.ligand_dictionary import (MIN_ANCHORS, ComponentMatch, map_to_component,
+                                                with_refined_hidden_atoms)
 
 AGREE_A = 0.5  # Å: a spotted pair within two bonds agrees when its distance is this close to the ideal one
 MIN_SPOTTED_SHARE = 0.4  # share of a component's atoms that must be spotted where its geometry allows
@@ -52,27 +53,40 @@ def agreeing_names(names: Sequence[str], ideal: np.ndarray, bonds: Sequence[tupl
     """The spotted names (a component's ``names`` with ``ideal`` coordinates and ``bonds`` by index) whose spotted
     neighbours within :data:`CHECK_BONDS` bonds lie at the ideal distance (within ``agree_a``) more often than not:
     bond lengths and angles fix those distances whatever the torsions."""
+    near = _within_check_bonds(len(names), bonds)
+    out = []
+    for k, name in enumerate(names):
+        if name in points:
+            agree, disagree = _agreement(k, points[name].coords, names, ideal, near, points, agree_a)
+            if agree > disagree:
+                out.append(name)
+    return out
+
+
+def _within_check_bonds(n: int, bonds: Sequence[tuple[int, int]]) -> dict[int, dict[int, int]]:
+    """For each of ``n`` atoms, the atoms within :data:`CHECK_BONDS` bonds of it (``bonds`` by index)."""
     import networkx as nx
 
     g = nx.Graph()
-    g.add_nodes_from(range(len(names)))
+    g.add_nodes_from(range(n))
     g.add_edges_from((int(a), int(b)) for a, b in bonds)
-    near = dict(nx.all_pairs_shortest_path_length(g, cutoff=CHECK_BONDS))
-    have = [k for k, n in enumerate(names) if n in points]
-    out = []
-    for k in have:
-        agree = disagree = 0
-        for j in have:
-            if j == k or j not in near.get(k, {}):
-                continue
-            seen = float(np.linalg.norm(points[names[k]].coords - points[names[j]].coords))
-            if abs(seen - float(np.linalg.norm(ideal[k] - ideal[j]))) < agree_a:
-                agree += 1
-            else:
-                disagree += 1
-        if agree > disagree:
-            out.append(names[k])
-    return out
+    return dict(nx.all_pairs_shortest_path_length(g, cutoff=CHECK_BONDS))
+
+
+def _agreement(k: int, at: np.ndarray, names: Sequence[str], ideal: np.ndarray, near: Mapping[int, Mapping[int, int]],
+               points: Mapping[str, LabelPoint], agree_a: float = AGREE_A) -> tuple[int, int]:
+    """How many of the spotted atoms within :data:`CHECK_BONDS` bonds of component atom ``k`` (put ``at``) lie at
+    their ideal distance from it (within ``agree_a``), and how many do not."""
+    agree = disagree = 0
+    for j, other in enumerate(names):
+        if j == k or other not in points or j not in near.get(k, {}):
+            continue
+        seen = float(np.linalg.norm(np.asarray(at, float) - points[other].coords))
+        if abs(seen - float(np.linalg.norm(ideal[k] - ideal[j]))) < agree_a:
+            agree += 1
+        else:
+            disagree += 1
+    return agree, disagree
 
 
 def spotted_component(rec, labels: Mapping[str, Any], spotters: Mapping[str, Mapping[str, Any]],
@@ -123,7 +137,12 @@ def component_from_points(code: str, points: Mapping[str, LabelPoint],
     a rebuilt atom farther than :data:`SAME_ATOM_A` from every point is an anchor where its read name is the
     component's and no point holds it, and takes a placed atom's name where it falls on it, as in the dictionary
     lookup (an O the labels did not place but the pictures show, 7zf0's O1, keeps its place and name: T9 0.5 → 1 on
-    that item). None where the mapping fails (fewer than its minimum of anchors)."""
+    that item). A rebuilt atom's read name counts only where the spotted atoms within :data:`CHECK_BONDS` bonds of
+    its atom lie at the component's distances from it at least as often as not (7my1's ``O2A`` read on a point
+    2.2 Å from the true one, which as an anchor dragged the hidden phosphate with it). The atoms the pictures hide
+    are then refined to the component's short-range geometry
+    (:func:`~misi_agent.tools.ligand_dictionary.with_refined_hidden_atoms`). None where the mapping fails (fewer
+    than its minimum of anchors)."""
     from misi_agent.structure import ccd_template
 
     t = ccd_template(code)
@@ -143,9 +162,17 @@ def component_from_points(code: str, points: Mapping[str, LabelPoint],
         r_xyz = np.asarray(r_xyz, float)
         apart = np.linalg.norm(r_xyz[:, None] - np.array(xyz)[None], axis=2).min(axis=1) > SAME_ATOM_A
         keep = {int(i): len(given) + j for j, i in enumerate(np.flatnonzero(apart))}
+        tpos = {n: k for k, n in enumerate(names)}
+        ideal = np.asarray(t.coord, float)
+        near = _within_check_bonds(len(names), [(int(a), int(b)) for a, b, _ in t.bonds.as_array()])
         for i in keep:
             elements.append(str(r_el[i]).upper())
             xyz.append(r_xyz[i])
-            given.append("?" if r_names[i] in points else str(r_names[i]))  # a name the points hold is theirs
+            name = str(r_names[i])
+            if name in tpos and name not in points:  # a read name the spotted atoms contradict is a misreading
+                agree, disagree = _agreement(tpos[name], r_xyz[i], names, ideal, near, points)
+                name = name if disagree <= agree else "?"
+            given.append("?" if name in points else name)  # a name the points hold is theirs
         bonds += [(keep[a], keep[b]) for a, b in r_bonds if a in keep and b in keep]
-    return map_to_component(code, elements, np.array(xyz), given, bonds)
+    match = map_to_component(code, elements, np.array(xyz), given, bonds)
+    return None if match is None else with_refined_hidden_atoms(match)

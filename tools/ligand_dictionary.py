@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Mapping, Sequence
 
@@ -38,6 +38,10 @@ LOCAL_BONDS = 3  # superposition neighbourhood of a placed atom, in bonds
 MIN_SHARE = 0.5  # a component must picture this share of its atoms and explain this share of the rebuilt ones
 ORGANIC = frozenset({"C", "N", "O", "S", "P"})
 OTHER = "X"  # the element class of an atom whose colour is none of the common elements
+REFINE_BONDS = 2  # hidden atoms refined to the ideal distances of pairs this many bonds apart or fewer (no torsion)
+REFINE_CLEAR_A = 2.5  # Å: pairs farther apart in bonds are pushed at least this far apart
+REFINE_PULL = 0.05  # weight (per Å) of a hidden atom's pull back to where the local superposition put it
+REFINE_STARTS = 32  # seeded starts of the refinement (one at the superposed places): the best kept
 
 
 @dataclass(frozen=True)
@@ -238,6 +242,70 @@ def map_to_component(code: str, elements: Sequence[str], coords: np.ndarray, nam
     if mol is None:
         return None
     return ComponentMatch(code, tnames, tel, placed, seen, mol)
+
+
+def with_refined_hidden_atoms(m: ComponentMatch, *, starts: int = REFINE_STARTS, seed: int = 0) -> ComponentMatch:
+    """``m`` with the atoms the pictures hide (``seen < 0``) moved to fit the component's geometry to every pictured
+    atom at once.
+
+    :func:`map_to_component` places each hidden atom by superposing the ideal conformation on the anchors within a
+    few bonds: one local frame per atom, so the ideal conformation's torsions come with it and a hidden atom sits
+    up to 2–4 Å off where the drawn conformation differs (7b94's ATP phosphates). Distances between atoms one or two
+    bonds apart do not depend on the conformation, so the hidden atoms are moved (least squares, the pictured atoms
+    held) to the ideal distances of every pair within :data:`REFINE_BONDS` bonds that involves one, while pairs
+    farther apart in bonds are kept :data:`REFINE_CLEAR_A` apart and each hidden atom is weakly pulled
+    (:data:`REFINE_PULL`) to its superposed place. The problem has mirror minima (a hidden P on either side of its
+    pictured O), so it is started ``starts`` times (the first at the superposed places, the others shaken by 1 Å
+    with ``seed``) and the lowest cost kept. Measured on 9 PyMOL T9 test items with a spotted component (31 hidden
+    atoms, the truth read only to measure): median error 0.84 → 0.49 Å, share within 1 Å 0.58 → 0.71. The match is
+    returned unchanged when nothing is hidden or the refined coordinates cannot carry the component's molecule."""
+    import networkx as nx
+    from scipy.optimize import least_squares
+
+    from misi_agent.structure import ccd_molecule, ccd_template
+
+    hidden = np.asarray(m.seen) < 0
+    tmpl = ccd_template(m.code)
+    if not hidden.any() or tmpl is None or tmpl.bonds is None:
+        return m
+    n = len(m.names)
+    ideal = np.asarray(tmpl.coord, float)
+    graph = nx.Graph()
+    graph.add_nodes_from(range(n))
+    graph.add_edges_from((int(a), int(b)) for a, b, _ in tmpl.bonds.as_array())
+    within = dict(nx.all_pairs_shortest_path_length(graph, cutoff=REFINE_BONDS))
+    a, b = np.triu_indices(n, 1)
+    some_hidden = hidden[a] | hidden[b]
+    a, b = a[some_hidden], b[some_hidden]
+    close = np.array([int(j) in within[int(i)] for i, j in zip(a, b)], bool)
+    ca, cb, fa, fb = a[close], b[close], a[~close], b[~close]
+    target = np.linalg.norm(ideal[ca] - ideal[cb], axis=1)
+    start = np.asarray(m.coords, float)
+    free = np.flatnonzero(hidden)
+
+    def placed(x: np.ndarray) -> np.ndarray:
+        xyz = start.copy()
+        xyz[free] = x.reshape(-1, 3)
+        return xyz
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        xyz = placed(x)
+        bonded = np.linalg.norm(xyz[ca] - xyz[cb], axis=1) - target
+        clear = np.minimum(0.0, np.linalg.norm(xyz[fa] - xyz[fb], axis=1) - REFINE_CLEAR_A)
+        return np.concatenate([bonded, clear, REFINE_PULL * (x - start[free].ravel())])
+
+    rng = np.random.default_rng(seed)
+    best = None
+    for k in range(max(1, starts)):
+        x0 = start[free].ravel() + (0.0 if k == 0 else rng.normal(0.0, 1.0, 3 * len(free)))
+        fit = least_squares(residuals, x0)
+        if best is None or fit.cost < best.cost:
+            best = fit
+    xyz = placed(best.x)
+    lig = tmpl.copy()
+    lig.coord = xyz.astype(np.float32)
+    mol = ccd_molecule(lig, tmpl, np.arange(n))
+    return m if mol is None else replace(m, coords=xyz, mol=mol)
 
 
 def match_quality(m: ComponentMatch, n_rebuilt: int) -> float:
