@@ -183,3 +183,32 @@ def test_pocket_side_chain_roles(kni):
             continue
         seen.add(res)
     assert {"ASP", "MET", "THR", "ARG"} <= seen
+
+
+def test_a_backbone_o_without_its_carbon_still_accepts(kni):
+    """A residue rebuilt from pictures can lose its backbone C while its O is drawn: the O is a carbonyl O all the
+    same. With Gly 48 (chain B) lacking its C, its O is typed a ketone O (no angle to measure from it) and still
+    accepts KNI's N2 (3.16 Å in the entry); an Asp lacking its CG keeps the rule for truncated side chains (its OD1
+    and OD2 are neither donors nor acceptors). Whole-residue pockets of real entries never lack a C: none of the
+    347 shared PDB entries' pockets has a backbone O without it."""
+    from dataclasses import replace
+
+    from misi_agent.tools.hbonds import find_hbonds
+
+    p = kni.pocket
+    gone = ((p.chain_id == "B") & (p.res_id == 48) & (p.atom_name == "C")) | \
+           ((p.chain_id == "A") & (p.res_id == 25) & (p.atom_name == "CG"))
+    assert gone.sum() == 2
+    cut = replace(kni, pocket=p[~gone])
+    side = type_pocket(cut)
+    q = cut.pocket
+    at = lambda chain, num, name: int(np.flatnonzero((q.chain_id == chain) & (q.res_id == num)
+                                                     & (q.atom_name == name))[0])
+    o48 = at("B", 48, "O")
+    assert side.acceptors[o48].group == "ketone_o" and not side.neighbors[o48]
+    for name in ("OD1", "OD2"):
+        k = at("A", 25, name)
+        assert k in side.skipped and k not in side.acceptors and k not in side.donors
+    bonds = {(hb.chain, hb.residue_number, hb.protein_atom, hb.ligand_atom) for hb in find_hbonds(cut)}
+    assert ("B", 48, "O", "N2") in bonds
+    assert not any(b[:2] == ("A", 25) for b in bonds)

@@ -7,7 +7,11 @@ donor and acceptor groups (ids of ``knowledge/hbond_criteria.yaml``) of every po
 * Pocket residues are typed from ``knowledge/residue_templates.yaml``, with ChimeraX's
   context rules: a backbone N that starts a pocket fragment is an N3+ ammonium, a backbone
   O without a following residue is a ketone-like O, OXT makes a carboxylate, and an atom
-  missing a template heavy neighbour is skipped.
+  missing a template heavy neighbour is skipped, but for a backbone O: a residue rebuilt from
+  pictures can lose its C while its O is drawn, and the O is a carbonyl O all the same (typed as
+  a ketone O, with no angle to measure from it; a real entry's whole-residue pocket never lacks
+  the C: none of the 347 shared entries). Image-only T9, PyMOL, 20 test items: 7d5c's
+  ``PRO 46 O, N27`` found (replayed, ``eval/results/image_hbonds.md``).
 * The ligand is typed from its RDKit molecule (CCD bond orders and charges) with the
   heavy-atom conventions of Meng & Lewis (aliphatic amines N3+, carboxylic acids as
   carboxylates), then its groups are perceived in ChimeraX's order (first match wins,
@@ -192,8 +196,9 @@ def type_pocket(cx, hydrogens: Mapping[int, tuple[Vec, ...]] | None = None,
                 continue
             side.types[i] = at.type
             donor, acceptor = at.donor, at.acceptor
-            # truncated side chains: a template heavy neighbour is missing
-            if tneigh and name in tneigh and any(t not in atoms for t in tneigh[name]):
+            # truncated side chains: a template heavy neighbour is missing (a backbone O without its C stays a
+            # carbonyl O, typed below as a ketone O: a residue rebuilt from pictures can lose its C)
+            if tneigh and name in tneigh and name != "O" and any(t not in atoms for t in tneigh[name]):
                 side.skipped.add(i)
                 continue
             if name == "N" and i not in prev_link and at.type == "Npl":

@@ -14,7 +14,8 @@ bonds lie at the component's ideal distances from it (:data:`AGREE_A`), and the 
 points, less half an atom for each of its atoms that has none (as
 :func:`~misi_agent.tools.ligand_dictionary.match_quality` weighs a mapping), is taken when those points are at least
 :data:`~misi_agent.tools.ligand_dictionary.MIN_ANCHORS` and :data:`MIN_SPOTTED_SHARE` of its atoms. Its other atoms
-are placed by :func:`~misi_agent.tools.ligand_dictionary.map_to_component` from the spotted ones.
+are placed by :func:`~misi_agent.tools.ligand_dictionary.map_to_component` from the spotted ones and refined to the
+component's short-range geometry (:func:`~misi_agent.tools.ligand_dictionary.with_refined_hidden_atoms`).
 
 Only for renderers that draw labels at their atoms (the caller checks: the residue labels ruled the Å scale,
 :func:`~misi_agent.tools.label_triangulation.scale_ruled_by_labels`); a renderer that moves labels aside (raster)

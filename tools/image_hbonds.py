@@ -513,7 +513,12 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     from staged states, a fresh full run 33.87 → 37.63 (7b94, 7cij, 7d5c, 7dkt, 7ecr, 7lev up, none lower), raster
     untouched; where the labels ruled the scale, the residues near the ligand's N/O named by its read labels refitted
     too, not only those near its rebuilt N/O (:func:`_ligand_reach_points`): PyMOL 36.99 → 37.38 replayed from staged
-    states, a fresh full run 37.63 → 37.98 (7o0n's ``ARG 130 NH2, O2A``; none lower), raster untouched.
+    states, a fresh full run 37.63 → 37.98 (7o0n's ``ARG 130 NH2, O2A``; none lower), raster untouched; a residue
+    held at its label taken up to :data:`LABEL_FIT_PX`: 37.98 → 39.05 (fresh); a spotted component's hidden atoms
+    refined to its short-range geometry and read names its spotted atoms contradict set aside
+    (:func:`~misi_agent.tools.component_spotting.component_from_points`): 39.05 → 39.61 (fresh, 7b94 up, none lower);
+    a backbone O whose C the pictures hid kept as an acceptor (:func:`~misi_agent.tools.atom_typing.type_pocket`):
+    39.61 → 40.24 (7d5c's ``PRO 46 O, N27``).
     Pass ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
