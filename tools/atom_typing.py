@@ -11,7 +11,7 @@ donor and acceptor groups (ids of ``knowledge/hbond_criteria.yaml``) of every po
   pictures can lose its C while its O is drawn, and the O is a carbonyl O all the same (typed as
   a ketone O, with no angle to measure from it; a real entry's whole-residue pocket never lacks
   the C: none of the 347 shared entries). Image-only T9, PyMOL, 20 test items: 7d5c's
-  ``PRO 46 O, N27`` found (replayed, ``eval/results/image_hbonds.md``).
+  ``PRO 46 O, N27`` found (fresh, ``eval/results/image_hbonds.md``).
 * The ligand is typed from its RDKit molecule (CCD bond orders and charges) with the
   heavy-atom conventions of Meng & Lewis (aliphatic amines N3+, carboxylic acids as
   carboxylates), then its groups are perceived in ChimeraX's order (first match wins,
