@@ -453,7 +453,8 @@ def hidden_places(view: str, spotter: Spotter, read: Sequence[LabelRead], number
         ii, jj = np.nonzero(peak)
         if not len(ii):
             continue
-        order = np.argsort(-score[ii, jj])[:max_places]
+        order = np.argsort(-score[ii, jj], kind="stable")[:max_places]  # stable: max-filtered maps tie exactly, and an
+        # unstable sort orders ties by the machine's SIMD kernel (7b94: 13 labels 1 px apart, AVX-512 against AVX2)
         ii, jj = ii[order], jj[order]
         keep = np.array([not any(_overlap((j, i, j + ww, i + hh), b) for b in taken) for i, j in zip(ii, jj)], bool)
         ii, jj = ii[keep], jj[keep]
@@ -476,7 +477,7 @@ def hidden_places(view: str, spotter: Spotter, read: Sequence[LabelRead], number
             ok[k] = (total[k] >= MIN_SCORE) & digits_own & (own_k >= MIN_OWN_SHARE * len(full))
         for p in np.flatnonzero(ok.any(axis=0)):
             i, j = int(ii[p]), int(jj[p])
-            cand = [k for k in np.argsort(-total[:, p]) if ok[k, p]][:tried]
+            cand = [k for k in np.argsort(-total[:, p], kind="stable") if ok[k, p]][:tried]
             options = [(f"{name} {nums[k]}", float(total[k, p])) for k in cand
                        if spotter.passes(spotter.layout(f"{name} {nums[k]}"), i, j)]
             if options:

@@ -120,6 +120,6 @@ def match_candidates(picture, scenes: Sequence[Scene]) -> LigandMatch:
         raise MisiError("no candidate scenes to match")
     rgb = load_rgb(picture)
     scores = [similarity(rgb, s) for s in scenes]
-    order = np.argsort(scores)[::-1]
+    order = np.argsort(-np.asarray(scores), kind="stable")
     margin = scores[order[0]] - scores[order[1]] if len(scores) > 1 else 1.0
     return LigandMatch(tuple(scores), int(order[0]), float(margin))

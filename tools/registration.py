@@ -521,7 +521,7 @@ def ligand_correspondences(an: ImageAnalysis, scene: Scene, camera: ViewCamera) 
     for j, b in enumerate(balls):
         d = np.hypot(uv[:, 0] - b.x, uv[:, 1] - b.y)
         d = np.where(depth > NEAR, d, np.inf)
-        for i in np.argsort(d):
+        for i in np.argsort(d, kind="stable"):
             if not np.isfinite(d[i]) or d[i] > max(MATCH_TOL_PX * _scale(an), 0.6 * b.radius):
                 break
             a = int(lig[i])
