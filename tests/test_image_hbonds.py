@@ -456,6 +456,36 @@ def test_cut_off_and_overgrown_residue_numbers_are_repaired_from_fitted_peptide_
     assert out[3].number_source == "peptide" and out[6].number_source == "ocr"
 
 
+def test_one_digit_misreads_and_derived_numbers_in_the_peptide_repair(cx):
+    """Real 6yqw residues 40 and 42-48, atoms about 0.2 Å off as fitted. A number misread in one digit (45 as 46)
+    takes the number its links imply when a residue of another name holds 46 on stronger label evidence; one
+    misread the same way that nobody else holds (48 as 49) keeps its reading. A cut-short read (43 as 4) is repaired
+    even though its predecessor is consecutive with it, because that predecessor's number (3) was derived from the
+    misreading itself, not read; with the predecessor's 3 read instead, 4 would count as confirmed and stay."""
+    rng = np.random.default_rng(1)
+    p = cx.pocket
+
+    def residues(read: dict[int, tuple[int, str, float]]) -> list[ResidueIdentity]:
+        out = []
+        for k, key in enumerate(cx.residues()[:8]):
+            sel = (p.res_id == key.number) & (p.chain_id == key.chain)
+            atoms = {str(n): tuple(x + rng.normal(0, 0.12, 3)) for n, x in zip(p.atom_name[sel], p.coord[sel])}
+            number, source, votes = read.get(key.number, (key.number, "ocr", 1.0))
+            out.append(ResidueIdentity(k, (), key.name, number, "", {}, 1.0, "ocr+graph", source,
+                                       {f"{key.name} {number}": votes}, atoms))
+        return out
+
+    names = [key.name for key in cx.residues()[:8]]
+    assert names[4] != names[5]  # residues 45 and 46 differ in name, so 46 cannot be both
+    misread = {42: (3, "peptide", 0.0), 43: (4, "ocr", 0.5), 45: (46, "ocr", 0.1), 48: (49, "ocr", 0.1)}
+    res = residues(misread)
+    out = [r.number for r in truncated_numbers_repaired(res)]
+    assert [r.number for r in res] == [40, 3, 4, 44, 46, 46, 47, 49]
+    assert out == [40, 3, 43, 44, 45, 46, 47, 49]
+    read_three = residues({**misread, 42: (3, "ocr", 0.5)})
+    assert [r.number for r in truncated_numbers_repaired(read_three)][2] == 4
+
+
 @pytest.fixture(scope="module")
 def pocket_pictured(cx, raster_images, raster_rec):
     """6yqw's pocket drawn by the raster renderer and reconstructed from the pictures, and a function giving residues
@@ -928,7 +958,7 @@ def test_a_residue_held_at_its_label_is_taken_at_a_fit_the_free_fits_would_not_p
     in two or more views and the views' pixels), so its fit is taken up to :data:`LABEL_FIT_PX`, above the
     :data:`POOR_FIT_PX` of a fit from reconstructed atoms alone. 6yqw's Asn 95 in PyMOL's views: held at its label,
     it fits between the two, with its side chain's N and O within 0.5 Å of the true ones; under the old gate it is
-    dropped."""
+    dropped. A later pass over ligand points (``tried``: those an earlier pass measured its reach to) leaves it alone."""
     import misi_agent.tools.image_hbonds as ih
     from misi_agent.tools.label_reading import ImageLabels
     from misi_agent.tools.reconstruction import load_views
@@ -946,5 +976,6 @@ def test_a_residue_held_at_its_label_is_taken_at_a_fit_the_free_fits_would_not_p
     true = {str(n): x for n, x, r in zip(front.atom_names, front.coords, front.residue) if r == k}
     for atom in ("CA", "OD1", "ND2"):
         assert np.linalg.norm(to_true(asn[0].completed[atom]) - true[atom]) < 0.5, atom
+    assert not ih._refitted_at_labels(views, rec, [], {}, only, reach, tried=reach)
     monkeypatch.setattr(ih, "LABEL_FIT_PX", ih.POOR_FIT_PX)
     assert not ih._refitted_at_labels(views, rec, [], {}, only, reach)

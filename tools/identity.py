@@ -881,23 +881,29 @@ def truncated_numbers_repaired(res: Sequence[ResidueIdentity]) -> list[ResidueId
     backbone C and N (:attr:`ResidueIdentity.completed`) find the peptide links, which the pseudo-atoms before
     fitting often miss. For a link a→b whose numbers are not consecutive, the number one side implies for the other
     replaces the other's reading when that reading is shorter with the same first character, or longer and starting
-    with it; only when every link of the residue implies the same number, never both sides of one link and never a
-    residue already consecutive with a linked neighbour (repeated, as a repair confirms its neighbours).
+    with it, or differs from it in one digit (``GLN 641`` for ``GLN 640``) while a residue of another name holds the
+    read number on stronger label evidence (:func:`_outvoted`); only when every link of the residue implies the same
+    number, never both sides of one link and never a residue already consecutive with a linked neighbour whose
+    number was read, not derived from a neighbour's reading (such a number would confirm the misreading it came from;
+    repeated, as a repair confirms its neighbours).
     """
     cs = {k: np.asarray(r.completed["C"], float) for k, r in enumerate(res) if "C" in r.completed}
     ns = {k: np.asarray(r.completed["N"], float) for k, r in enumerate(res) if "N" in r.completed}
     links = _peptide_links(cs, ns, FITTED_PEPTIDE_CN)
+    derived = {k for k, r in enumerate(res) if r.number_source != "ocr"}  # numbered from a neighbour's reading
     out = list(res)
     for _ in range(len(res)):  # a repair can confirm a neighbour, whose other link then becomes unambiguous
         num = [r.number for r in out]
-        confirmed = {k for a, b in links if num[a] is not None and num[b] == num[a] + 1 for k in (a, b)}
+        confirmed = {k for a, b in links if num[a] is not None and num[b] == num[a] + 1
+                     and not {a, b} & derived for k in (a, b)}
         implied: dict[int, set[int]] = {}
         for a, b in links:
             na, nb = num[a], num[b]
             if na is None or nb is None or nb == na + 1:
                 continue
             fix = [(k, want) for k, want in ((b, na + 1), (a, nb - 1))
-                   if k not in confirmed and _reading_of(str(num[k]), str(want))]
+                   if k not in confirmed and (_reading_of(str(num[k]), str(want))
+                                              or (_one_digit_misread(str(num[k]), str(want)) and _outvoted(out, k)))]
             if len(fix) == 1:
                 implied.setdefault(fix[0][0], set()).add(fix[0][1])
         done = [(k, wants.pop()) for k, wants in implied.items() if len(wants) == 1]
@@ -921,6 +927,27 @@ def _reading_of(read: str, true: str) -> bool:
     one character does not make likely) reading of ``true``?"""
     return ((len(read) < len(true) and read[:1] == true[:1])
             or (len(true) >= 2 and len(read) > len(true) and read.startswith(true)))
+
+
+def _one_digit_misread(read: str, true: str) -> bool:
+    """Do ``read`` and ``true`` differ in exactly one character of the same length (``641`` for ``640``, ``131``
+    for ``181``: a digit of a label half covered by another read as its look-alike)?"""
+    return len(read) == len(true) and sum(x != y for x, y in zip(read, true)) == 1
+
+
+def _own_votes(r: ResidueIdentity) -> float:
+    """The label evidence for the residue's own name and number (0 when no text read near it says so)."""
+    return float(r.ocr_votes.get(f"{r.name} {r.number}{r.ins_code}", 0.0))
+
+
+def _outvoted(res: Sequence[ResidueIdentity], k: int) -> bool:
+    """Is residue ``k``'s number held by a residue of another name whose labels say so more strongly? A number
+    names one residue of a chain, so the weaker claim is the likelier misreading (two pieces of one residue share
+    name and number and do not count)."""
+    me = res[k]
+    mine = _own_votes(me)
+    return any(j != k and r.number == me.number and r.ins_code == me.ins_code and r.name != me.name
+               and _own_votes(r) > mine for j, r in enumerate(res))
 
 
 def _split_number(text: str) -> tuple[int, str]:

@@ -518,7 +518,11 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     refined to its short-range geometry and read names its spotted atoms contradict set aside
     (:func:`~misi_agent.tools.component_spotting.component_from_points`): 39.05 → 39.61 (fresh, 7b94 up, none lower);
     a backbone O whose C the pictures hid kept as an acceptor (:func:`~misi_agent.tools.atom_typing.type_pocket`):
-    39.61 → 40.24 (7d5c's ``PRO 46 O, N27``).
+    39.61 → 40.24 (7d5c's ``PRO 46 O, N27``); residue numbers repaired again after the late refits, a number read
+    one digit wrong taking the one its links imply where another residue holds it more strongly, derived numbers no
+    longer confirming (:func:`~misi_agent.tools.identity.truncated_numbers_repaired`), and the label-held refits run
+    again for the labels that the ligand's N/O placed from their labels bring within reach (``tried``): PyMOL on the
+    tiny set's 50 test items 35.2 → 37.4 (fresh full runs, ``eval/results/image_hbonds.md``).
     Pass ``fit_residues=False`` for exact atoms (an oracle reconstruction), which need no fitting.
     """
     from misi_agent.tools.hbond_format import format_pocket_ligand
@@ -541,6 +545,7 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
     residues = identify_residues(rec, labels)
     fits = {}
     spots = {}  # the item's label spotters, made once where first needed
+    reach = None  # the ligand points the residue labels' refits measured their reach to
     if fit_residues and residues:
         views = views if views is not None else load_views(images_by_view)
         residues, fits = _fitted_pocket(views, rec, residues)
@@ -557,6 +562,7 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
         residues = _refitted_at_labels(views, rec, residues, fits, labels, reach)
         residues = _refitted_about_ca(views, rec, residues, fits,
                                       skip={g for g, f in fits.items() if before.get(g) is not f}, reach=reach)
+        residues = truncated_numbers_repaired(residues)  # the refits link residues the first fits did not
         placed = [np.asarray(x, float) for r in residues for x in r.completed.values()]
         rec = _without_ligand_atoms_at(rec, np.array(placed).reshape(-1, 3))
         rec = _one_ligand_atom_per_place(rec, views)
@@ -571,6 +577,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
         spots = spotters(images_by_view, labels)
     if fit_residues and labels:
         rec, placed = with_labelled_ligand_atoms(rec, labels, spots)
+        if placed and reach is not None:  # N/O placed from their labels can bring residue labels within reach
+            residues = _refitted_at_labels(views, rec, residues, fits, labels, _ligand_polar_points(rec), tried=reach)
     ligand = named_as_placed(identify_ligand(rec, labels), placed, rec)
     if spots:
         from misi_agent.tools.ligand_name_spotting import spotted_ligand_names
@@ -1160,7 +1168,8 @@ def _fitted_either_carbon(views, name: str, distance: float, **kw):
 
 
 def _refitted_at_labels(views, rec, residues: Sequence[ResidueIdentity], fits: dict[int, Any],
-                        labels: Mapping[str, ImageLabels], reach: np.ndarray | None = None) -> list[ResidueIdentity]:
+                        labels: Mapping[str, ImageLabels], reach: np.ndarray | None = None,
+                        tried: np.ndarray | None = None) -> list[ResidueIdentity]:
     """Residues refitted, or added, with their CA on the point where their label's reads meet in the views.
 
     Only where the labels are drawn at the CAs, as the residue-label ruler found them to be (the reconstruction's
@@ -1181,7 +1190,11 @@ def _refitted_at_labels(views, rec, residues: Sequence[ResidueIdentity], fits: d
     chain's (7ecr, PyMOL T9: once the residue-label search found GLY 113, Lys 114 fitted at 1.09 px restrained and
     was dropped, 0.56 px with its CA alone, and its ``NZ, O4`` bond came back: 0.67 → 0.83 in a fresh run of the
     item). ``reach``: the ligand points the :data:`LABEL_REACH_A` gate measures to (default the rebuilt N/O,
-    :func:`_ligand_polar_points`; the pipeline passes :func:`_ligand_reach_points`)."""
+    :func:`_ligand_polar_points`; the pipeline passes :func:`_ligand_reach_points`). ``tried``: the points an
+    earlier pass measured to; labels within reach of them are left alone (the pipeline's second pass, after the
+    ligand's N/O placed from their labels, :func:`with_labelled_ligand_atoms`, fits only the labels those bring
+    within reach: 6m2b, PyMOL, whose ``ARG 136`` label lay 13 Å from the one N/O rebuilt before and 5.3 Å from the
+    O9 placed after)."""
     from dataclasses import replace
 
     from misi_agent.tools.label_triangulation import residue_label_points, scale_ruled_by_labels
@@ -1202,6 +1215,8 @@ def _refitted_at_labels(views, rec, residues: Sequence[ResidueIdentity], fits: d
     for (name, number, ins), p in sorted(points.items()):
         if float(np.linalg.norm(lig - p, axis=1).min()) > LABEL_REACH_A:
             continue
+        if tried is not None and len(tried) and float(np.linalg.norm(tried - p, axis=1).min()) <= LABEL_REACH_A:
+            continue  # within reach of the points an earlier pass measured to: tried there
         have = [k for k, r in enumerate(out) if r.name == name and r.number == number and r.ins_code == ins]
         if any("CA" in out[k].completed and np.linalg.norm(np.asarray(out[k].completed["CA"]) - p) <= LABEL_PIN_A
                for k in have):
