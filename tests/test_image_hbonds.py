@@ -958,7 +958,8 @@ def test_a_residue_held_at_its_label_is_taken_at_a_fit_the_free_fits_would_not_p
     in two or more views and the views' pixels), so its fit is taken up to :data:`LABEL_FIT_PX`, above the
     :data:`POOR_FIT_PX` of a fit from reconstructed atoms alone. 6yqw's Asn 95 in PyMOL's views: held at its label,
     it fits between the two, with its side chain's N and O within 0.5 Å of the true ones; under the old gate it is
-    dropped. A later pass over ligand points (``tried``: those an earlier pass measured its reach to) leaves it alone."""
+    dropped. A later pass over ligand points (``tried``: those an earlier pass measured its reach to) leaves it
+    alone."""
     import misi_agent.tools.image_hbonds as ih
     from misi_agent.tools.label_reading import ImageLabels
     from misi_agent.tools.reconstruction import load_views
