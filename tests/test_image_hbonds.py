@@ -868,6 +868,44 @@ def test_an_answer_without_a_bond_takes_the_bonds_that_nearly_pass(phosphate_ora
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "structures" / "posebusters"
 
 
+@pytest.mark.skipif(not (SHARED / "7wuy.cif.gz").is_file(), reason="../shared not present")
+def test_the_last_rung_of_the_ladder_leaves_the_angles_loose():
+    """7wuy as PyMOL's pictures left it: of the ligand only O13 rebuilt (no bonded neighbour), Arg 310's
+    guanidinium turned 30° about CZ–NH2 and O13 0.3 Å farther from NH2 (3.73 Å; the true bond is 3.43 Å). The
+    donor's torsion τ (80°; at most 22.5° strict) fails up to 1.0 Å / 50°; the last rung, 1.0 Å / 90°, names the
+    true bond NH2–O13, and the answer is no longer "None" (which scores 0 on every T9 item)."""
+    from dataclasses import replace
+
+    from scipy.spatial.transform import Rotation
+
+    from misi_agent.tools.identity import LigandIdentity
+    from misi_agent.tools.image_hbonds import WIDER_TOLERANCES, _drop_atoms, answer_or_widened, complex_from_identity
+
+    entry = load_complex(SHARED / "7wuy.cif.gz", ligand="76N")
+    rec = oracle_reconstruction(entry)
+    sc = scene_from_complex(entry, "front")
+    names = {int(i): str(sc.atom_names[i]) for i in np.flatnonzero(rec.is_ligand)}
+    drop = np.array([bool(rec.is_ligand[i]) and names.get(i) != "O13" for i in range(len(rec.coords))])
+    kept = _drop_atoms(rec, drop)
+    o13 = int(np.flatnonzero(kept.is_ligand)[0])
+    residues = identify_residues(kept, {}, known=_known_residues(kept, sc))
+    arg = [r for r in residues if (r.name, r.number) == ("ARG", 310)]
+    at = {n: i for i, n in arg[0].atom_names.items()}
+    coords = np.array(kept.coords, float)
+    u = coords[o13] - coords[at["NH2"]]
+    coords[o13] += 0.3 * u / np.linalg.norm(u)
+    axis = (coords[at["NH2"]] - coords[at["CZ"]]) / np.linalg.norm(coords[at["NH2"]] - coords[at["CZ"]])
+    idx = list(arg[0].atoms)
+    turn = Rotation.from_rotvec(np.radians(30.0) * axis).as_matrix()
+    coords[idx] = (coords[idx] - coords[at["NH2"]]) @ turn.T + coords[at["NH2"]]
+    cx = complex_from_identity(replace(kept, coords=coords), arg, LigandIdentity({o13: "O13"}, {o13: 1.0}, 0),
+                               chain="A")
+    assert answer_or_widened(cx, arg, tolerances=WIDER_TOLERANCES[:-1]) == ([], None)
+    bonds, tolerance = answer_or_widened(cx, arg)
+    assert tolerance == WIDER_TOLERANCES[-1] == (1.0, 90.0)
+    assert _keys(bonds) == {("ARG", 310, "NH2", "O13")}
+
+
 @pytest.mark.skipif(not (SHARED / "6yr2.cif.gz").is_file(), reason="../shared not present")
 def test_a_residues_polar_atoms_taken_for_the_ligand_are_given_back():
     """6yr2's Ser 67 drawn alone beside its ligand (raster, 512 px): the image-only reconstruction gives the
