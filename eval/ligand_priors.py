@@ -8,11 +8,15 @@ wwPDB Chemical Component Dictionary shipped with biotite, offline):
   :func:`misi_agent.tools.identity.missing_phosphate_oxygens`);
 * the O atoms that carry a hydrogen in the CCD's neutral form, and those that do not, with the terminal
   O of a P apart (ChimeraX types those as phosphate O⁻, acceptors only, whatever the CCD's hydrogens):
-  the basis of ``image_hbonds._lone_oxygen_donor``.
+  the basis of ``image_hbonds._lone_oxygen_donor``;
+* with ``--contacts``, over the entries themselves (their ligand and its pocket, as
+  ``misi_agent.structure.load_complex`` takes them), the ligand O within 3.2 Å of a protein carboxylate O (Asp,
+  Glu, a C terminus) or of a backbone O, by whether the CCD gives them a hydrogen: why a lone O may donate to a
+  carboxylate (about 1 min).
 
 Usage::
 
-    python eval/ligand_priors.py [--manifest ../shared/data/structures/posebusters/manifest.csv]
+    python eval/ligand_priors.py [--manifest ../shared/data/structures/posebusters/manifest.csv] [--contacts]
 """
 from __future__ import annotations
 
@@ -57,6 +61,78 @@ def ligand_priors(codes: list[str]) -> Counter:
     return out
 
 
+CARBOXYLATE_O = {("ASP", "OD1"), ("ASP", "OD2"), ("GLU", "OE1"), ("GLU", "OE2")}  # and any OXT
+CONTACT_A = 3.2  # Å: an O···O contact this short needs a hydrogen between the two O
+
+
+def oxygen_kinds(code: str) -> dict[str, str]:
+    """Each O of the CCD definition of ``code`` by name: "H" (carries a hydrogen; acids apart), "acid" (an O of a
+    carboxylic acid, which ChimeraX types as a carboxylate), "P" (on a P: phosphate O⁻ to ChimeraX), "noH" (the
+    rest: carbonyl, ether). Empty when the CCD lacks the code."""
+    try:
+        res = info.residue(code)
+    except KeyError:
+        return {}
+    if res is None or res.bonds is None:
+        return {}
+    el = [str(e).upper() for e in res.element]
+    nb: dict[int, list[tuple[int, int]]] = {i: [] for i in range(len(el))}
+    for a, b, order in res.bonds.as_array():
+        nb[int(a)].append((int(b), int(order)))
+        nb[int(b)].append((int(a), int(order)))
+    out = {}
+    for i, e in enumerate(el):
+        if e != "O":
+            continue
+        heavy = [j for j, _ in nb[i] if el[j] != "H"]
+        if len(heavy) == 1 and el[heavy[0]] == "P":
+            kind = "P"
+        elif len(heavy) == 1 and el[heavy[0]] == "C" and any(
+                el[j] == "O" and j != i and order == 2 for j, order in nb[heavy[0]]) and len(nb[heavy[0]]) == 3 and \
+                sum(el[j] == "O" for j, _ in nb[heavy[0]]) == 2:
+            kind = "acid"
+        else:
+            kind = "H" if len(heavy) < len(nb[i]) else "noH"
+        out[str(res.atom_name[i])] = kind
+    return out
+
+
+def carboxylate_contacts(manifest: Path, cutoff: float = CONTACT_A) -> Counter:
+    """Over the entries of ``manifest`` (files beside it): ``(partner, kind)`` counts of the ligand O within
+    ``cutoff`` of a protein carboxylate O (``partner`` "carboxylate") or of a backbone O ("backbone O"), ``kind`` from
+    :func:`oxygen_kinds`; ``"entries"`` read, ``"unreadable"`` skipped. Each ligand O counts once per partner."""
+    import numpy as np
+
+    from misi_agent.errors import MisiError
+    from misi_agent.structure import load_complex
+
+    out: Counter = Counter()
+    with open(manifest, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        kinds = oxygen_kinds(row["ligand_ccd"])
+        try:
+            cx = load_complex(manifest.parent / row["file"], ligand=row["ligand_ccd"])
+        except (MisiError, OSError, ValueError):
+            out["unreadable"] += 1
+            continue
+        out["entries"] += 1
+        lig, p = cx.ligand, cx.pocket
+        lo = [i for i in range(lig.array_length())
+              if str(lig.element[i]).upper() == "O" and str(lig.atom_name[i]) in kinds]
+        names = list(zip(p.res_name.tolist(), p.atom_name.tolist()))
+        partners = {"carboxylate": [k for k, (r, a) in enumerate(names) if (r, a) in CARBOXYLATE_O or a == "OXT"],
+                    "backbone O": [k for k, (_, a) in enumerate(names) if a == "O"]}
+        for partner, idx in partners.items():
+            if not idx or not lo:
+                continue
+            d = np.linalg.norm(lig.coord[lo][:, None] - p.coord[idx][None], axis=2).min(axis=1)
+            for i, di in zip(lo, d):
+                if di <= cutoff:
+                    out[(partner, kinds[str(lig.atom_name[i])])] += 1
+    return out
+
+
 def manifest_codes(path: Path) -> list[str]:
     """The ``ligand_ccd`` column of a structures manifest, in its order."""
     with open(path, newline="") as fh:
@@ -66,6 +142,8 @@ def manifest_codes(path: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST)
+    ap.add_argument("--contacts", action="store_true", help="also count ligand O in contact with carboxylate and "
+                    "backbone O in the entries (about 1 min)")
     args = ap.parse_args(argv)
     try:
         codes = manifest_codes(args.manifest)
@@ -79,6 +157,14 @@ def main(argv: list[str] | None = None) -> None:
     print(f"O: {c[('O', 'H')] + c[('O', 'noH')]} in all; with a hydrogen, not on a P (hydroxyl, acid): {donors}; "
           f"the rest (carbonyl, ether, phosphate O): {c[('O', 'noH')] + c[('O on P', 'H')]}, "
           f"of which terminal O of a P: {c[('O on P', 'H')] + c[('O on P', 'noH')]}")
+    if args.contacts:
+        k = carboxylate_contacts(args.manifest)
+        print(f"entries read: {k['entries']} (unreadable: {k['unreadable']}); ligand O within {CONTACT_A} A of ...")
+        for partner in ("carboxylate", "backbone O"):
+            n = {kind: k[(partner, kind)] for kind in ("H", "acid", "P", "noH")}
+            total = sum(n.values())
+            print(f"  a {partner}: {total}, with a hydrogen {n['H']} ({n['H'] / max(1, total):.0%}), "
+                  f"acid O {n['acid']}, O on a P {n['P']}, no hydrogen {n['noH']}")
 
 
 if __name__ == "__main__":
