@@ -31,26 +31,36 @@ DEFAULT_MANIFEST = (Path(__file__).resolve().parents[2] / "shared" / "data" / "s
                     / "manifest.csv")
 
 
+def ccd_graph(code: str) -> tuple[list[str], dict[int, list[tuple[int, int]]], list[str]] | None:
+    """The CCD definition of ``code`` as a graph: elements (upper case), each atom's bonded neighbours with the bond
+    order, atom names; None when the CCD lacks the code or its bonds."""
+    try:
+        res = info.residue(code)
+    except KeyError:
+        return None
+    if res is None or res.bonds is None:
+        return None
+    el = [str(e).upper() for e in res.element]
+    nb: dict[int, list[tuple[int, int]]] = {i: [] for i in range(len(el))}
+    for a, b, order in res.bonds.as_array():
+        nb[int(a)].append((int(b), int(order)))
+        nb[int(b)].append((int(a), int(order)))
+    return el, nb, [str(n) for n in res.atom_name]
+
+
 def ligand_priors(codes: list[str]) -> Counter:
     """Counts over the CCD definitions of ``codes`` (one ligand a code, as listed): ``("P", k)`` P atoms with
     k heavy neighbours, ``("O", "H")`` / ``("O", "noH")`` O with / without a hydrogen, ``("O on P", ...)`` the
     terminal O of a P among them, ``"ligands"`` the definitions read (a code the CCD lacks is skipped)."""
     out: Counter = Counter()
     for code in codes:
-        try:
-            res = info.residue(code)
-        except KeyError:
+        graph = ccd_graph(code)
+        if graph is None:
             continue
-        if res is None or res.bonds is None:
-            continue
+        el, nb, _ = graph
         out["ligands"] += 1
-        el = [str(e).upper() for e in res.element]
-        nb: dict[int, list[int]] = {i: [] for i in range(len(el))}
-        for a, b, _ in res.bonds.as_array():
-            nb[int(a)].append(int(b))
-            nb[int(b)].append(int(a))
         for i, e in enumerate(el):
-            heavy = [j for j in nb[i] if el[j] != "H"]
+            heavy = [j for j, _ in nb[i] if el[j] != "H"]
             if e == "P":
                 out[("P", len(heavy))] += 1
             if e == "O":
@@ -69,31 +79,24 @@ def oxygen_kinds(code: str) -> dict[str, str]:
     """Each O of the CCD definition of ``code`` by name: "H" (carries a hydrogen; acids apart), "acid" (an O of a
     carboxylic acid, which ChimeraX types as a carboxylate), "P" (on a P: phosphate O⁻ to ChimeraX), "noH" (the
     rest: carbonyl, ether). Empty when the CCD lacks the code."""
-    try:
-        res = info.residue(code)
-    except KeyError:
+    graph = ccd_graph(code)
+    if graph is None:
         return {}
-    if res is None or res.bonds is None:
-        return {}
-    el = [str(e).upper() for e in res.element]
-    nb: dict[int, list[tuple[int, int]]] = {i: [] for i in range(len(el))}
-    for a, b, order in res.bonds.as_array():
-        nb[int(a)].append((int(b), int(order)))
-        nb[int(b)].append((int(a), int(order)))
+    el, nb, names = graph
     out = {}
     for i, e in enumerate(el):
         if e != "O":
             continue
         heavy = [j for j, _ in nb[i] if el[j] != "H"]
-        if len(heavy) == 1 and el[heavy[0]] == "P":
+        on = heavy[0] if len(heavy) == 1 else None
+        if on is not None and el[on] == "P":
             kind = "P"
-        elif len(heavy) == 1 and el[heavy[0]] == "C" and any(
-                el[j] == "O" and j != i and order == 2 for j, order in nb[heavy[0]]) and len(nb[heavy[0]]) == 3 and \
-                sum(el[j] == "O" for j, _ in nb[heavy[0]]) == 2:
+        elif on is not None and el[on] == "C" and len(nb[on]) == 3 and \
+                [order for j, order in nb[on] if j != i and el[j] == "O"] == [2]:  # its C's one other O is C=O
             kind = "acid"
         else:
             kind = "H" if len(heavy) < len(nb[i]) else "noH"
-        out[str(res.atom_name[i])] = kind
+        out[names[i]] = kind
     return out
 
 

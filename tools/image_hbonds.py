@@ -633,12 +633,13 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
         component = (match, how) if match is not None else None
     cx = complex_from_identity(rec, residues, ligand, chain=chain or "", dictionary=dictionary, component=component)
     shown = shown_share(rec, placed, cx)
-    bonds, widened = answer_or_widened(cx, residues, loose=shown < SHOWN_SHARE)
+    loose = shown < SHOWN_SHARE
+    bonds, widened = answer_or_widened(cx, residues, loose=loose)
     unsure = [hb for hb in bonds if _unnamed(hb)]
     answer = format_pocket_ligand([hb for hb in bonds if not _unnamed(hb)]) or "None"
     notes = [f"{len(unsure)} bond(s) involve an atom or residue whose label was not read: found, listed in 'bonds', "
              f"left out of the answer (it cannot name them)"] if unsure else []
-    if widened and shown < SHOWN_SHARE:
+    if widened and loose:
         notes.append(f"the pictures show {shown:.0%} of the ligand's atoms as drawn atoms (the rest placed from labels "
                      f"or from its component's ideal geometry): bonds taken with {widened[0]:g} A and "
                      f"{widened[1]:g} deg tolerances")
