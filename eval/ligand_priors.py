@@ -71,7 +71,6 @@ def ligand_priors(codes: list[str]) -> Counter:
     return out
 
 
-CARBOXYLATE_O = {("ASP", "OD1"), ("ASP", "OD2"), ("GLU", "OE1"), ("GLU", "OE2")}  # and any OXT
 CONTACT_A = 3.2  # Å: an O···O contact this short needs a hydrogen between the two O
 
 
@@ -102,12 +101,20 @@ def oxygen_kinds(code: str) -> dict[str, str]:
 
 def carboxylate_contacts(manifest: Path, cutoff: float = CONTACT_A) -> Counter:
     """Over the entries of ``manifest`` (files beside it): ``(partner, kind)`` counts of the ligand O within
-    ``cutoff`` of a protein carboxylate O (``partner`` "carboxylate") or of a backbone O ("backbone O"), ``kind`` from
+    ``cutoff`` of a protein carboxylate O (``partner`` "carboxylate": an O the residue templates make a carboxylate
+    acceptor, Asp/Glu and a C terminus; any residue's OXT) or of a backbone O ("backbone O"), ``kind`` from
     :func:`oxygen_kinds`; ``"entries"`` read, ``"unreadable"`` skipped. Each ligand O counts once per partner."""
     import numpy as np
 
     from misi_agent.errors import MisiError
+    from misi_agent.knowledge.hbonds import load_templates
     from misi_agent.structure import load_complex
+
+    templates = load_templates()
+
+    def carboxylate(residue: str, atom: str) -> bool:
+        t = templates.atom(residue, atom) or templates.backbone.get(atom)  # OXT of a residue without a template too
+        return t is not None and t.acceptor == "carboxylate"
 
     out: Counter = Counter()
     with open(manifest, newline="") as fh:
@@ -124,7 +131,7 @@ def carboxylate_contacts(manifest: Path, cutoff: float = CONTACT_A) -> Counter:
         lo = [i for i in range(lig.array_length())
               if str(lig.element[i]).upper() == "O" and str(lig.atom_name[i]) in kinds]
         names = list(zip(p.res_name.tolist(), p.atom_name.tolist()))
-        partners = {"carboxylate": [k for k, (r, a) in enumerate(names) if (r, a) in CARBOXYLATE_O or a == "OXT"],
+        partners = {"carboxylate": [k for k, (r, a) in enumerate(names) if carboxylate(r, a)],
                     "backbone O": [k for k, (_, a) in enumerate(names) if a == "O"]}
         for partner, idx in partners.items():
             if not idx or not lo:
