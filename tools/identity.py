@@ -87,7 +87,7 @@ class ResidueIdentity:
     atom_names: Mapping[int, str]  # reconstruction index -> template atom name
     graph_fit: float  # share of the template's heavy atoms matched (1.0: complete)
     name_source: str  # "ocr+graph", "graph", "ocr", "none"
-    number_source: str  # "ocr", "peptide", "none"
+    number_source: str  # "ocr", "peptide", "none"; "label": read at its CA where no label was read (image_hbonds)
     ocr_votes: Mapping[str, float] = field(default_factory=dict)
     completed: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)  # template atoms placed
 
