@@ -701,8 +701,10 @@ def numbered_at_labels(rec, residues: Sequence[ResidueIdentity], bonds: Sequence
     unnamed = {hb.residue_number for hb in bonds if _unnamed(hb)}
     numbers = sorted(n for n in nearby_numbers(labels) if n >= 0)
     out = list(residues)
+    if not unnamed or not numbers:
+        return out
     for k, (r, n) in enumerate(zip(residues, complex_numbers(residues))):
-        if r.number is not None or n not in unnamed or not r.name or "CA" not in r.completed or not numbers:
+        if r.number is not None or n not in unnamed or not r.name or "CA" not in r.completed:
             continue
         found = number_at(rec, spotters, r.name, np.asarray(r.completed["CA"], float), numbers)
         if found is not None:

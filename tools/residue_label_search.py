@@ -144,14 +144,19 @@ def known_label_points(rec, labels: Mapping[str, ImageLabels]) -> dict[str, np.n
             if len(views_of.get(t, ())) >= 2}
 
 
+def _placed_spotters(rec, spotters: Mapping[str, Mapping[str, Spotter]]) -> tuple[dict[str, Spotter], dict]:
+    """The views' residue-label spotters whose view has a camera and whose font has a space, with the cameras."""
+    sp = {v: k["residue"] for v, k in spotters.items() if "residue" in k}
+    cams = cameras(rec, sp)
+    return {v: s for v, s in sp.items() if v in cams and s.t.space is not None}, cams
+
+
 def searched_residue_labels(rec, labels: Mapping[str, ImageLabels], spotters: Mapping[str, Mapping[str, Spotter]],
                             known: Mapping[str, np.ndarray] | None = None) -> list[FoundLabel]:
     """Residue texts found at points about the ligand where the views agree on them (see the module's docstring),
     best first. ``known``: the points of the texts read in two or more views (:func:`known_label_points`), where the
     caller has them; a text known at another place is not taken here."""
-    sp = {v: k["residue"] for v, k in spotters.items() if "residue" in k}
-    cams = cameras(rec, sp)
-    sp = {v: s for v, s in sp.items() if v in cams and s.t.space is not None}
+    sp, cams = _placed_spotters(rec, spotters)
     lig = np.asarray(rec.coords, float)[np.asarray(rec.is_ligand, bool)]
     if len(sp) < 2 or not len(lig):
         return []
@@ -257,7 +262,6 @@ def with_searched_residue_labels(rec, labels: Mapping[str, ImageLabels],
     return out
 
 
-
 EXTEND_MARGIN = 0.03  # a text whose number extends the best one's (``ALA 110`` of ``ALA 11``) is taken within this
 
 
@@ -276,19 +280,17 @@ def number_at(rec, spotters: Mapping[str, Mapping[str, Spotter]], name: str, poi
     of 6yqw's 44 labelled residues whose number is among those worth trying (PyMOL, 512 px), the best text was the
     true one cut short for 25 and the true one 0.001-0.027 below it; taking the extension within 0.03 names all 44
     right, where the search's check for a following glyph named 33 (piles cover the next place too)."""
-    sp = {v: k["residue"] for v, k in spotters.items() if "residue" in k}
-    cams = cameras(rec, sp)
-    sp = {v: s for v, s in sp.items() if v in cams and s.t.space is not None}
+    sp, cams = _placed_spotters(rec, spotters)
     if len(sp) < 2:
         return None
     p = np.asarray(point, float)
+    at = {v: cams[v].project(normalised(rec, p[None]))[0][0] for v in sp}  # the point's projection in each view
     scored: list[tuple[float, int, dict]] = []
     for width in sorted({len(str(n)) for n in numbers}):
         nums = [n for n in numbers if len(str(n)) == width and all(s.t.can_spell(f"{name}{n}") for s in sp.values())]
         if not nums:
             continue
-        per_view = {v: _Texts(s, name, nums).scores(s, cams[v].project(normalised(rec, p[None]))[0][0], reach=3)[0]
-                    for v, s in sp.items()}
+        per_view = {v: _Texts(s, name, nums).scores(s, at[v], reach=3)[0] for v, s in sp.items()}
         mean = np.mean(list(per_view.values()), axis=0)
         scored += [(float(mean[k]), n, {v: float(x[k]) for v, x in per_view.items()}) for k, n in enumerate(nums)]
     if not scored:
