@@ -201,3 +201,38 @@ def test_stick_highlights_of_large_pymol_pictures_are_not_read_as_ligand_names()
     assert len({lab.colour for lab in read.of_kind("ligand")}) == 1
     assert sum(any(n.startswith(t) for n in names) for t in ligand) >= 0.5 * len(ligand), (ligand, sorted(names))
     assert len(read.of_kind("residue")) >= 20
+
+
+@pytest.mark.skipif(not (SHARED / "plip" / "4cum.pdb.gz").is_file(), reason="../shared not present")
+def test_a_large_ligands_names_are_not_taken_for_residue_labels(tmp_path):
+    """A residue–ligand picture shows one residue label and, here, a heme's 43 names (4cum, held-out PLIP entry,
+    raster). Where the residue's label was not read, a run or two of three letters and a number turned up by chance
+    among the heme's merged names (``CYS 0``, ``VAL 4``), so the heme's colour was taken for the residue labels and
+    every ligand name in the view dropped (5 of its 6 views kept 3-23 names). Every view now keeps the heme's names,
+    and the residue labels read are the residue's own."""
+    import json
+    import shutil
+
+    import numpy as np
+    from PIL import Image
+
+    from misi_agent.cli import main
+
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(SHARED / "plip" / "4cum.pdb.gz", src)
+    assert main(["bench", "generate", "--structures", str(src), "--out", str(tmp_path / "set"), "--tasks",
+                 "residue_ligand_interaction", "--per-task", "1", "--split", "all", "--renderer", "raster", "--seed",
+                 "0", "--size", "512", "--no-progress"]) == 0
+    q = json.loads((tmp_path / "set" / "questions.jsonl").read_text().splitlines()[0])
+    item = tmp_path / "set" / "items" / q["id"]
+    z = np.load(item / "atoms.npz")
+    names = {str(n) for n in z["front/atom_name"][z["front/is_ligand"]]}
+    residue = {f"{r.split('|')[3]} {r.split('|')[1]}" for r in z["front/residue"][~z["front/is_ligand"]].astype(str)}
+    assert len(names) >= 40 and len(residue) == 1
+    for image in q["images"]:
+        read = read_labels(Image.open(tmp_path / "set" / image))  # image paths are relative to the set
+        ligand = [lab.text for lab in read.of_kind("ligand")]
+        assert len(ligand) >= 40, (image, ligand)
+        assert sum(t in names for t in ligand) >= 0.5 * len(ligand), (image, ligand)
+        assert {lab.text for lab in read.of_kind("residue")} <= residue, (image, read.of_kind("residue"))

@@ -813,9 +813,9 @@ def bond_ends(images_by_view: Mapping[str, Any], rec: Reconstruction, labels: Ma
     fitted at its label (:func:`_named_atom_at_label`): then its named atom and the ligand candidate at H-bond
     distance of it (:func:`_ligand_partner`), or that atom alone.
 
-    Measured in fresh runs (``eval/results/image_heldout.md``): PyMOL T8 on the held-out PLIP pool's 20 items 65 -> 70
-    (6nhb right), on 50 test and 30 training items no answer moves (90 and 90); raster unchanged (100 on the 50 test
-    items: its labels stand beside their atoms, so no label point is taken)."""
+    Measured in fresh runs (``eval/results/image_heldout.md``): PyMOL T8 on 50 test items 88 -> 90 (6xct), on 30
+    training items 86.7 -> 90 (7rou), on the held-out PLIP pool's 20 items 65 -> 70 (6nhb), no answer lost; raster
+    unchanged (100 on the 50 test items: its labels stand beside their atoms, so no label point is taken)."""
     ends = [(rec.coords[k], rec.coords[j]) for k, j in pairs]
     if not (labels and spots and pair_unsure(rec, cands, pairs, method)):
         return ends, pairs, method, None
@@ -854,7 +854,7 @@ def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: 
     pictures), the consecutive residue labels give it (:func:`_at_residue_label_scale`): PyMOL at 384 px, 10 items,
     10 → 30; at 512 px (50 items) the three items so rescaled keep their answers (88); raster unchanged
     (``eval/results/image_sizes.md``). Where the pair is a guess, the named residue fitted at its label stands in for
-    it (:func:`bond_ends`; PyMOL's held-out items 65 → 70, ``eval/results/image_heldout.md``).
+    it (:func:`bond_ends`; PyMOL 88 → 90 on the 50 test items, 65 → 70 held out, ``eval/results/image_heldout.md``).
     """
     images = G._check_images(images, T.INTERACTION_LOCATION)
     letters = [L for L in T.CHOICE_LETTERS if L in options]

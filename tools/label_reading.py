@@ -67,6 +67,7 @@ MAX_ATOM_NAME = 4  # PDB atom names have at most four characters: longer words a
 MINUS_ALPHA = 0.5  # a minus sign's bar is text at least this strong somewhere (faint bars: edges of sticks, labels).
 # Measured on 40 T9 items, front and back: true minus signs 0.60-0.81 (raster), 0.60-0.78 (PyMOL); PyMOL's stray bars 0.42-0.59
 MIN_GLYPH_CONFIDENCE = 0.3  # a ligand word with a less certain glyph is a highlight or a stick fragment
+RESIDUE_RUN_SHARE = 0.2  # residue runs per ligand-like word under which the most ligand-like colour is the ligand's
 DIM_LEVELS = (0.7, 0.55, 0.45)  # value levels at which dim_text_colours looks for text too small to reach its colour
 DIM_MIN_MULTI, DIM_MIN_CONFIDENCE = 3, 0.9  # a dim colour's reads must look like labels (looks_like_labels)
 
@@ -630,11 +631,29 @@ def _ligand_words(label: LabelRead) -> list[LabelRead]:
     return out
 
 
+def _whole_residue_label(r: LabelRead) -> bool:
+    """Whether a read is one residue label and nothing else: three letters, then a number (``ARG 45``, ``GLY -3``)."""
+    if len(r.words) != 2 or len(r.words[0]) != 3 or not 1 <= len(r.words[1]) <= 5:
+        return False
+    return all(g.char in LETTERS for g in r.words[0]) and \
+        all(g.char in DIGITS or (k == 0 and g.char == "-") for k, g in enumerate(r.words[1]))
+
+
 def _assign_kinds(reads: list[LabelRead], n_colours: int) -> list[LabelRead]:
-    """The colour with the most labels reading as three letters and a number holds residue labels;
+    """The colour with the most labels reading as three letters and a number holds residue labels (but not the colour
+    with the most short words starting with a letter where those outnumber its residue runs :data:`RESIDUE_RUN_SHARE`
+    to one and none of its labels reads whole, as ``ARG 45``);
     of the others, the one with the most short words starting with a letter holds ligand atom
     names, among those whose glyphs read surely (median confidence :data:`DIM_MIN_CONFIDENCE`) where any does;
     further colours (highlights, stray pixels) are dropped.
+
+    Why the exception: where the one residue label of a residue–ligand picture is hidden or read among highlight
+    fragments, a ligand of 20-60 names yields a run or two by chance among its merged words, and the ligand's colour
+    was taken for the residue labels and every ligand name in that view dropped (raster 4cum, a heme: 5 of 6 views;
+    31 of the 120 pictures of 20 held-out PyMOL residue–ligand items). The residue colour of a whole pocket holds at
+    least 0.37 runs per such word (about 2,550 pictures: held-out items of both renderers, PyMOL T9 and T4 test
+    items), a ligand colour's chance runs 0.02-0.08. Fresh runs of every T4 item with a changed picture: held-out
+    raster 75 -> 80 (4cum), no answer of 33 test items moved (``eval/results/image_heldout.md``).
 
     Why the confidence: in PyMOL pictures of 768 px the sticks are wide enough for their highlights to pass as text
     colours, and their fragments outnumber a small ligand's names (6t88: 143 and 44 'words' against 6, median glyph
@@ -645,9 +664,12 @@ def _assign_kinds(reads: list[LabelRead], n_colours: int) -> list[LabelRead]:
         cls = [_class_string(r.glyphs) for r in mine]
         res = sum(1 for r in mine for _ in _residue_runs(r))
         lig = sum(1 for r, c in zip(mine, cls) if len(r.words) == 1 and 1 <= len(c) <= 5 and c[0] in "LX")
-        stats.append((ci, mine, res, lig, median_confidence(mine)))
+        stats.append((ci, mine, res, lig, median_confidence(mine), sum(_whole_residue_label(r) for r in mine)))
     out = []
-    res_colour = max(stats, key=lambda t: t[2], default=None)
+    most_ligand = max(stats, key=lambda t: t[3], default=None)
+    ligand_like = {most_ligand[0]} if most_ligand is not None and most_ligand[5] == 0 and \
+        most_ligand[2] < RESIDUE_RUN_SHARE * most_ligand[3] else set()
+    res_colour = max([t for t in stats if t[0] not in ligand_like], key=lambda t: t[2], default=None)
     if res_colour is not None and res_colour[2] >= 1:
         for r in res_colour[1]:
             out.extend(_residue_runs(r))
