@@ -93,6 +93,15 @@ def test_cli_answer_reports_the_grounding_used(qset, tmp_path, capsys):
     assert out["grounding_used"] == {pdb: "structure"}
 
 
+def _named_bond(q) -> dict:
+    """The H-bond a T8 question names, as ``locate_interaction`` takes it. The question text names the same bond; the
+    test reads it from the generator's metadata."""
+    b = q.meta["params"]["bond"]
+    return {"chain": b["chain"], "residue_name": b["residue_name"],
+            "residue_number": f"{b['residue_number']}{b['insertion_code']}", "residue_atom": b["protein_atom"],
+            "ligand_atom": b["ligand_atom"]}
+
+
 def test_interaction_location_from_images_finds_the_named_bond(tmp_path):
     """T8 with image-only grounding: the bond atoms chosen from the labels and H-bond geometry put the
     midpoint where the generator put it (the test, not the tool, reads the item's metadata)."""
@@ -105,10 +114,7 @@ def test_interaction_location_from_images_finds_the_named_bond(tmp_path):
     assert qs
     right = 0
     for q in qs:
-        b = q.meta["params"]["bond"]
-        bond = {"chain": b["chain"], "residue_name": b["residue_name"],
-                "residue_number": f"{b['residue_number']}{b['insertion_code']}", "residue_atom": b["protein_atom"],
-                "ligand_atom": b["ligand_atom"]}
+        bond = _named_bond(q)
         ans = locate_interaction(q.image_paths(path.parent), bond, q.meta["option_texts"])
         need = np.array([float(t.split()[-1]) for t in ans.details["needed_move"].split(", ")])
         true_need = -np.asarray(q.meta["params"]["bond_centroid_front"][:2])
@@ -133,10 +139,7 @@ def test_interaction_location_takes_the_residue_labels_scale_where_no_balls_give
                  "interaction_location", "--per-task", "3", "--split", "all", "--renderer", "pymol", "--seed", "2",
                  "--size", "384"]) == 0
     q = next(q for q in read_questions(tmp_path / "questions.jsonl") if q.id.startswith("interaction_location-7w06"))
-    b = q.meta["params"]["bond"]  # the question text names the same bond; the test reads it from the metadata
-    bond = {"chain": b["chain"], "residue_name": b["residue_name"],
-            "residue_number": f"{b['residue_number']}{b['insertion_code']}", "residue_atom": b["protein_atom"],
-            "ligand_atom": b["ligand_atom"]}
+    bond = _named_bond(q)
     true_d = -float(np.load(tmp_path / "items" / q.id / "atoms.npz")["front/coords"][:, 2].mean())
     ans = locate_interaction(q.image_paths(tmp_path), bond, q.meta["option_texts"])
     rec = ans.details["reconstruction"]
@@ -273,10 +276,7 @@ def _t8_item_of(out, pdb_id: str, renderer: str):
                  "interaction_location", "--per-task", "1", "--split", "all", "--renderer", renderer, "--seed", "0",
                  "--size", "512", "--no-progress"]) == 0
     q = read_questions(out / "set" / "questions.jsonl")[0]
-    b = q.meta["params"]["bond"]  # the question text names the same bond; the test reads it from the metadata
-    bond = {"chain": b["chain"], "residue_name": b["residue_name"],
-            "residue_number": f"{b['residue_number']}{b['insertion_code']}", "residue_atom": b["protein_atom"],
-            "ligand_atom": b["ligand_atom"]}
+    bond = _named_bond(q)
     return q, bond, out / "set"
 
 
