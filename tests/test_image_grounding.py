@@ -292,7 +292,8 @@ def test_t8_fits_the_named_residue_at_its_label_where_the_pair_is_a_guess(tmp_pa
     from misi_agent.bench import tasks as T
     from misi_agent.tools import image_tasks as IT
     from misi_agent.tools.image_hbonds import read_all_labels
-    from misi_agent.tools.label_spotting import spotters
+    from misi_agent.tools.label_spotting import spotters, with_hidden_residue_labels
+    from misi_agent.tools.label_triangulation import rescaled_by_residue_labels
 
     for renderer in ("pymol", "raster"):
         q, bond, root = _t8_item_of(tmp_path / renderer, "7n4w", renderer)
@@ -300,9 +301,10 @@ def test_t8_fits_the_named_residue_at_its_label_where_the_pair_is_a_guess(tmp_pa
         rec = IT.reconstruct(views)
         labels = read_all_labels(views)
         sp = spotters(views, labels)
+        hidden = with_hidden_residue_labels(views, labels, sp=sp)
         if not rec.scale_source.startswith(IT.BALL_SCALE_SOURCE):
-            rec = IT._at_residue_label_scale(views, rec, labels, sp)
-        found = IT._named_atom_at_label(views, rec, labels, sp, bond)
+            rec = rescaled_by_residue_labels(views, None, rec, hidden)
+        found = IT._named_atom_at_label(views, rec, labels, sp, bond, hidden)
         if renderer == "raster":
             assert found is None
             continue

@@ -39,7 +39,7 @@ from misi_agent.camera import Command, compose_rigid, format_commands
 from misi_agent.tools import geometric_tasks as G
 from misi_agent.tools.atom_detection import POCKET_CLASSES, as_rgb, find_balls
 from misi_agent.tools.command_search import REFINE_TOP, move_roll_pairs, moves, rank, roll_pairs, rolls, score_candidates
-from misi_agent.tools.reconstruction import BALL_RADIUS_A, BALL_SCALE_SOURCE, Reconstruction, reconstruct
+from misi_agent.tools.reconstruction import BALL_RADIUS_A, BALL_SCALE_SOURCE, Reconstruction, load_views, reconstruct
 from misi_agent.tools.registration import (
     FREE_ICP_TAUS,
     OK_EXPLAINED,
@@ -394,7 +394,6 @@ def _pocket_at_label_scale(images_by_view: Mapping[str, Any]) -> Reconstruction:
     otherwise. The labels the reader missed in PyMOL's piles are spotted by their known names first
     (:func:`_residue_labels`)."""
     from misi_agent.tools.label_triangulation import rescaled_by_residue_labels
-    from misi_agent.tools.reconstruction import load_views
 
     views = load_views(images_by_view)
     rec = reconstruct(images_by_view, views=views)
@@ -756,7 +755,8 @@ def pair_unsure(rec: Reconstruction, cands: BondCandidates, pairs: Sequence[tupl
 
 
 def _named_atom_at_label(images_by_view: Mapping[str, Any], rec: Reconstruction, labels: Mapping[str, Any],
-                         spots: Mapping[str, Any], bond: Mapping[str, Any]) -> tuple[np.ndarray, float] | None:
+                         spots: Mapping[str, Any], bond: Mapping[str, Any], hidden: Mapping[str, Any] | None = None,
+                         views: Sequence[Any] | None = None) -> tuple[np.ndarray, float] | None:
     """The named residue atom (Å, ``rec``'s frame) of the named residue fitted to the views with its CA held where its
     label's places meet, and the fit's cost (px); None where the labels are not drawn at the CAs (no consecutive
     residue labels give a ruler: the raster renderer moves them aside), the text is found at two places in a view
@@ -766,17 +766,20 @@ def _named_atom_at_label(images_by_view: Mapping[str, Any], rec: Reconstruction,
     Why: in PyMOL's piles the reconstruction often holds neither of the named atoms, and the pair the label priors
     choose then lies far from the bond (1n7g: 16 Å). The label point holds the CA to about 0.1 Å and a residue fitted
     from it places its atoms within 0.2-0.5 Å on most PyMOL T8 items, as :func:`~misi_agent.tools.image_hbonds.
-    pocket_hbonds_from_images` fits residues from their labels."""
+    pocket_hbonds_from_images` fits residues from their labels. ``hidden``: ``labels`` with the residue labels spotted
+    in the piles (:func:`~misi_agent.tools.label_spotting.with_hidden_residue_labels`) and ``views`` the loaded views
+    (:func:`~misi_agent.tools.reconstruction.load_views`) where the caller has them; made here otherwise."""
     from misi_agent.tools.image_hbonds import LABEL_FIT_PX, _fitted_either_carbon
     from misi_agent.tools.label_spotting import with_hidden_residue_labels
     from misi_agent.tools.label_triangulation import residue_label_distance, text_places, text_point
-    from misi_agent.tools.reconstruction import load_views
     from misi_agent.tools.residue_fit import Restraint
 
     name = str(bond.get("residue_name", "")).strip().upper()
     atom = str(bond.get("residue_atom", "")).strip().upper()
     text = f"{name} {str(bond.get('residue_number', '')).strip()}"
-    if residue_label_distance(rec, with_hidden_residue_labels(images_by_view, labels, sp=spots))[0] is None:
+    if hidden is None:
+        hidden = with_hidden_residue_labels(images_by_view, labels, sp=spots)
+    if residue_label_distance(rec, hidden)[0] is None:
         return None
     places = text_places(labels, spots, "residue", text)
     if any(len(ps) > 1 and max(float(np.hypot(*(np.asarray(a) - np.asarray(b)))) for a in ps for b in ps)
@@ -786,8 +789,8 @@ def _named_atom_at_label(images_by_view: Mapping[str, Any], rec: Reconstruction,
     if point is None:
         return None
     ca = np.asarray(point.coords, float)
-    fit = _fitted_either_carbon(load_views(images_by_view), name, float(rec.distance), at=("CA", ca),
-                                restraints=[Restraint("CA", ca)])
+    views = views if views is not None else load_views(images_by_view)
+    fit = _fitted_either_carbon(views, name, float(rec.distance), at=("CA", ca), restraints=[Restraint("CA", ca)])
     if fit is None or fit.cost_px > LABEL_FIT_PX or atom not in fit.coords:
         return None
     return np.asarray(fit.coords[atom], float), float(fit.cost_px)
@@ -805,7 +808,8 @@ def _ligand_partner(rec: Reconstruction, cands: BondCandidates, x: np.ndarray) -
 
 def bond_ends(images_by_view: Mapping[str, Any], rec: Reconstruction, labels: Mapping[str, Any],
               spots: Mapping[str, Any], bond: Mapping[str, Any], cands: BondCandidates,
-              pairs: list[tuple[int, int]], method: str
+              pairs: list[tuple[int, int]], method: str, hidden: Mapping[str, Any] | None = None,
+              views: Sequence[Any] | None = None
               ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[tuple[int, int]], str, list[float] | None]:
     """The two ends (Å) of each candidate bond whose midpoint the options are measured against, the pairs (index -1:
     a point not in the reconstruction), how they were chosen, and the named residue atom fitted at its label where
@@ -815,11 +819,12 @@ def bond_ends(images_by_view: Mapping[str, Any], rec: Reconstruction, labels: Ma
 
     Measured in fresh runs (``eval/results/image_heldout.md``): PyMOL T8 on 50 test items 88 -> 90 (6xct), on 30
     training items 86.7 -> 90 (7rou), on the held-out PLIP pool's 20 items 65 -> 70 (6nhb), no answer lost; raster
-    unchanged (100 on the 50 test items: its labels stand beside their atoms, so no label point is taken)."""
+    unchanged (100 on the 50 test items: its labels stand beside their atoms, so no label point is taken). ``hidden``
+    and ``views``: as for :func:`_named_atom_at_label`, passed on."""
     ends = [(rec.coords[k], rec.coords[j]) for k, j in pairs]
     if not (labels and spots and pair_unsure(rec, cands, pairs, method)):
         return ends, pairs, method, None
-    found = _named_atom_at_label(images_by_view, rec, labels, spots, bond)
+    found = _named_atom_at_label(images_by_view, rec, labels, spots, bond, hidden, views)
     if found is None:
         return ends, pairs, method, None
     x, cost = found
@@ -830,19 +835,6 @@ def bond_ends(images_by_view: Mapping[str, Any], rec: Reconstruction, labels: Ma
             [round(float(v), 3) for v in x])
 
 
-def _at_residue_label_scale(images_by_view: Mapping[str, Any], rec: Reconstruction, labels: Mapping[str, Any],
-                            sp: Mapping[str, Any]) -> Reconstruction:
-    """``rec`` again at the camera distance its consecutive residue labels give, where they give one
-    (:func:`~misi_agent.tools.label_triangulation.rescaled_by_residue_labels`, over the labels read plus those spotted
-    in PyMOL's piles by their known names with the item's spotters ``sp``); else ``rec`` with the reason in its
-    notes."""
-    from misi_agent.tools.label_spotting import with_hidden_residue_labels
-    from misi_agent.tools.label_triangulation import rescaled_by_residue_labels
-
-    hidden = with_hidden_residue_labels(images_by_view, labels, sp=sp)
-    return rescaled_by_residue_labels(images_by_view, None, rec, hidden)
-
-
 def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: Mapping[str, str],
                        rec: Reconstruction | None = None) -> SpatialAnswer:
     """T8 from the pictures: the option that brings the named bond's midpoint onto the line of sight.
@@ -851,7 +843,8 @@ def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: 
     geometry (:func:`bond_pairs`); each option's cost is its distance (Å) to the move that
     centres the midpoint of the closest candidate pair (one pair when the atoms are known).
     Where no ligand balls give the reconstruction's Å scale (PyMOL's labels cover the ligand, most of all in small
-    pictures), the consecutive residue labels give it (:func:`_at_residue_label_scale`): PyMOL at 384 px, 10 items,
+    pictures), the consecutive residue labels give it (:func:`~misi_agent.tools.label_triangulation.
+    rescaled_by_residue_labels`, over the labels read plus those spotted in the piles): PyMOL at 384 px, 10 items,
     10 → 30; at 512 px (50 items) the three items so rescaled keep their answers (88); raster unchanged
     (``eval/results/image_sizes.md``). Where the pair is a guess, the named residue fitted at its label stands in for
     it (:func:`bond_ends`; PyMOL 88 → 90 on the 50 test items, 65 → 70 held out, ``eval/results/image_heldout.md``).
@@ -862,7 +855,8 @@ def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: 
         raise G.SpatialTaskError("interaction location needs the four options A-D")
     views = views_of(images, T.VIEWS6)
     own_rec = rec is None  # a reconstruction passed in keeps its scale (an oracle's is exact)
-    rec = rec if rec is not None else reconstruct(views)
+    loaded = None if rec is not None else load_views(views)  # the views' analyses, made once for the reconstruction
+    rec = rec if rec is not None else reconstruct(views, views=loaded)  # and the residue fits
     an0 = image_analysis(images[0], cloud_points(rec).names)
     cam = ViewCamera(an0.width, an0.height)
     try:
@@ -874,16 +868,19 @@ def locate_interaction(images: Sequence[Any], bond: Mapping[str, Any], options: 
         reader_note = f"labels not read ({type(exc).__name__})"
     else:
         reader_note = ""
-    from misi_agent.tools.label_spotting import spotters as make_spotters
+    from misi_agent.tools.label_spotting import spotters as make_spotters, with_hidden_residue_labels
+    from misi_agent.tools.label_triangulation import rescaled_by_residue_labels
 
     spots = make_spotters(views, labels) if labels else {}
+    hidden = None  # the labels plus the residue labels spotted in PyMOL's piles, made once where the scale needs them
     if own_rec and labels and not rec.scale_source.startswith(BALL_SCALE_SOURCE):
-        rec = _at_residue_label_scale(views, rec, labels, spots)
+        hidden = with_hidden_residue_labels(views, labels, sp=spots)
+        rec = rescaled_by_residue_labels(views, loaded, rec, hidden)
     reg = _record(an0, cloud_points(rec), cam, rec)  # at the scale the answer uses
     cands = bond_candidates(rec, labels, bond, spots)
     pairs, method = bond_pairs(rec, cands)
     rec, cands, pairs, method = _with_labelled_ligand_atom(rec, labels, spots, bond, cands, pairs, method)
-    ends, pairs, method, at_label = bond_ends(views, rec, labels, spots, bond, cands, pairs, method)
+    ends, pairs, method, at_label = bond_ends(views, rec, labels, spots, bond, cands, pairs, method, hidden, loaded)
     if not ends:
         raise G.SpatialTaskError("interaction location: no ligand atom was reconstructed from the pictures")
     moves_ = np.array([G._net_xy(options[L]) for L in letters], float)
