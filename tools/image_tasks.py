@@ -665,24 +665,31 @@ def bond_candidates(rec: Reconstruction, labels: Mapping[str, Any], bond: Mappin
     return BondCandidates(lig_prior, ligand_named, prior, how, ligand_voted=named in lig_prior)
 
 
+def pair_cost(rec: Reconstruction, cands: BondCandidates, k: int, j: int) -> float:
+    """How unlikely ligand atom ``k`` and residue atom ``j`` are to be the named bond (Å): how far their distance is
+    from the typical donor–acceptor distance (:data:`HBOND_IDEAL_A`) plus both atoms' label priors
+    (:class:`BondCandidates`)."""
+    d = float(np.linalg.norm(rec.coords[j] - rec.coords[k]))
+    return abs(d - HBOND_IDEAL_A) + cands.residue.get(j, 0.0) + cands.ligand.get(k, 0.0)
+
+
 def bond_pairs(rec: Reconstruction, cands: BondCandidates) -> tuple[list[tuple[int, int]], str]:
     """The (ligand atom, residue atom) pairs that may be the named H-bond.
 
     When the ligand atom is named (:class:`BondCandidates`) only its cheapest candidate is paired.
-    A pair must be at H-bond distance (:data:`HBOND_SHELL_A`); its cost is how far its length is
-    from the typical donor–acceptor distance (:data:`HBOND_IDEAL_A`) plus the residue atom's
-    prior (:class:`BondCandidates`). With one ligand candidate the cheapest pair is kept; with
+    A pair must be at H-bond distance (:data:`HBOND_SHELL_A`); its cost is :func:`pair_cost`.
+    With one ligand candidate the cheapest pair is kept; with
     several, every pair within :data:`PAIR_TIE_A` of the cheapest (the options are then scored
     against all of them).
     """
     best_lig = min(cands.ligand.values(), default=0.0)
     ligs = {k: lp for k, lp in cands.ligand.items() if not cands.ligand_named or lp <= best_lig}
     pairs = []
-    for k, lp in ligs.items():
-        for j, pr in cands.residue.items():
+    for k in ligs:
+        for j in cands.residue:
             d = float(np.linalg.norm(rec.coords[j] - rec.coords[k]))
             if j != k and HBOND_SHELL_A[0] <= d <= HBOND_SHELL_A[1]:
-                pairs.append((abs(d - HBOND_IDEAL_A) + pr + lp, k, j))
+                pairs.append((pair_cost(rec, cands, k, j), k, j))
     if pairs:
         pairs.sort()
         if cands.ligand_named:
@@ -749,9 +756,7 @@ def pair_unsure(rec: Reconstruction, cands: BondCandidates, pairs: Sequence[tupl
     partner at H-bond distance), or the cheapest pair costing more than :data:`UNSURE_PAIR_A`."""
     if not pairs or any(k == j for k, j in pairs) or method.startswith("nearest pocket atom"):
         return True
-    cost = min(abs(float(np.linalg.norm(rec.coords[j] - rec.coords[k])) - HBOND_IDEAL_A) + cands.residue.get(j, 0.0)
-               + cands.ligand.get(k, 0.0) for k, j in pairs)
-    return cost > UNSURE_PAIR_A
+    return min(pair_cost(rec, cands, k, j) for k, j in pairs) > UNSURE_PAIR_A
 
 
 def _named_atom_at_label(images_by_view: Mapping[str, Any], rec: Reconstruction, labels: Mapping[str, Any],
