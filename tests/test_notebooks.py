@@ -93,7 +93,7 @@ def text_of(cell: nbformat.NotebookNode) -> str:
 
 
 def test_there_are_notebooks():
-    assert {"explore_complex.ipynb", "hbond_rules.ipynb"} <= {p.name for p in NOTEBOOKS}
+    assert {"explore_complex.ipynb", "hbond_rules.ipynb", "image_grounding.ipynb"} <= {p.name for p in NOTEBOOKS}
 
 
 PROBE = """
@@ -231,10 +231,92 @@ def check_hbond_rules(nb: nbformat.NotebookNode, got: dict) -> None:
     assert text_of(tagged(nb, "focus")).count("| 1AKU |") >= 5
 
 
+PROBE_IMAGES = """
+import json
+print(json.dumps({
+    "qid": qid,
+    "recon": recon,
+    "rebuilt": rebuilt.tolist(),
+    "rebuilt_is_ligand": rec_lig.tolist(),
+    "reads": reads,
+    "label_rows": label_rows,
+    "naming": naming,
+    "answers": {k: [q.task, r.answer, r.error, r.trace.grounding_used, s.composite, s.exact]
+                for k, (q, r, s) in image_results.items()},
+    "n_exact": n_exact,
+}))
+"""
+
+
+def check_image_grounding(nb: nbformat.NotebookNode, got: dict) -> None:
+    """image_grounding.ipynb: the rebuilt atoms, the labels read and the image-only answers, each against the truth
+    recomputed here (the generator's atom record, the examples' gold answers scored by the benchmark scorer)."""
+    import numpy as np
+    from scipy.spatial import cKDTree
+
+    from misi_agent.bench.question import read_question
+    from misi_agent.bench.scoring import score_item
+
+    # 2. the reconstruction against the true front scene, recomputed from the rebuilt atoms the notebook made.
+    truth = np.load(ROOT / "examples" / "items" / got["qid"] / "atoms.npz")
+    true_xyz, true_lig = truth["front/coords"], truth["front/is_ligand"].astype(bool)
+    rebuilt = np.asarray(got["rebuilt"], float)
+    rebuilt_lig = np.asarray(got["rebuilt_is_ligand"], bool)
+    lig = float(np.mean(cKDTree(rebuilt[rebuilt_lig]).query(true_xyz[true_lig])[0] <= 1.0))
+    every = float(np.mean(cKDTree(rebuilt).query(true_xyz)[0] <= 1.0))
+    recon = got["recon"]
+    assert recon["true atoms"] == len(true_xyz) and recon["rebuilt atoms"] == len(rebuilt)
+    assert recon["ligand atoms recovered (≤ 1 Å)"] == round(lig, 3) and lig >= 0.9, lig
+    assert recon["all atoms recovered (≤ 1 Å)"] == round(every, 3) and every >= 0.8, every
+    assert recon["RMSD of rebuilt atoms within 2 Å (Å)"] <= 0.8
+    assert 0.9 <= recon["scale ratio (rebuilt / true distance)"] <= 1.1
+    assert "image/jpeg" in mimetypes(tagged(nb, "views"))
+    assert "image/jpeg" in mimetypes(tagged(nb, "reconstruction"))
+
+    # 3. labels: the counts of reads naming a residue or ligand atom shown, recounted against the truth.
+    names = truth["front/atom_name"].astype(str)
+    true_residues = {f"{r.split('|')[3]} {r.split('|')[1]}" for r in truth["front/residue"].astype(str)[~true_lig]}
+    read_right = 0
+    for view, n_res, n_res_right, n_lig, n_lig_right in got["label_rows"]:
+        reads = got["reads"][view]
+        assert n_res == len(reads["residue"]) and n_lig == len(reads["ligand"])
+        assert n_res_right == sum(x in true_residues for x in reads["residue"])
+        assert n_lig_right == sum(x in set(names[true_lig]) for x in reads["ligand"])
+        read_right += n_res_right
+    assert len(got["label_rows"]) == 6
+    assert read_right >= 0.8 * sum(row[1] for row in got["label_rows"]) > 0
+    naming = got["naming"]
+    assert naming["residues named right (name and number)"] >= 0.8 * naming["residues named"] > 0
+    assert naming["ligand N and O named right"] >= 0.6 * naming["ligand N and O named"] > 0
+    assert "image/jpeg" in mimetypes(tagged(nb, "labels"))
+
+    # 4. one question of every task answered from the pictures alone, scored again here.
+    gold_ids = [json.loads(line)["id"] for line in (ROOT / "examples" / "questions.jsonl").read_text().splitlines()
+                if line.strip()]
+    assert sorted(got["answers"]) == sorted(gold_ids)
+    by_task = {}
+    for qid, (task, answer, error, used, composite, exact) in got["answers"].items():
+        q = read_question(ROOT / "examples" / "items" / qid / "question.json")
+        s = score_item(q, answer)
+        assert task == q.task and error is None, (qid, error)
+        assert set(used.values()) == {"images"}, (qid, used)  # no structure was read
+        assert (round(s.composite, 6), s.exact) == (round(composite, 6), exact), qid
+        by_task[task] = (answer, q.answer, s)
+    for task in ("translation", "rotation", "translation_rotation", "rotation_rotation", "interaction_location"):
+        assert by_task[task][2].exact, (task, by_task[task][:2])
+    for task in ("residue_ligand_interaction", "pocket_ligand_interaction"):
+        assert by_task[task][2].composite >= 0.5, (task, by_task[task][:2])
+    answer, gold, _ = by_task["zooming"]
+    assert abs(int(answer.split()[-1]) - int(gold.split()[-1])) <= 2, (answer, gold)
+    assert f"{got['n_exact']}/9 exactly right" in text_of(tagged(nb, "agent"))
+    assert "'7USH': 'images'" in text_of(tagged(nb, "trace"))
+
+
 # Notebook name -> (probe code, checker). A notebook without an entry must still run cleanly
 # and produce output.
 CHECKS = {"explore_complex.ipynb": (PROBE, check_explore_complex),
-          "hbond_rules.ipynb": (PROBE_RULES, check_hbond_rules)}
+          "hbond_rules.ipynb": (PROBE_RULES, check_hbond_rules),
+          "image_grounding.ipynb": (PROBE_IMAGES, check_image_grounding)}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
