@@ -241,6 +241,7 @@ print(json.dumps({
     "reads": reads,
     "label_rows": label_rows,
     "naming": naming,
+    "renderer_rows": renderer_rows,
     "answers": {k: [q.task, r.answer, r.error, r.trace.grounding_used, s.composite, s.exact]
                 for k, (q, r, s) in image_results.items()},
     "n_exact": n_exact,
@@ -289,6 +290,15 @@ def check_image_grounding(nb: nbformat.NotebookNode, got: dict) -> None:
     assert naming["residues named right (name and number)"] >= 0.8 * naming["residues named"] > 0
     assert naming["ligand N and O named right"] >= 0.6 * naming["ligand N and O named"] > 0
     assert "image/jpeg" in mimetypes(tagged(nb, "labels"))
+
+    # 3b. the same complex drawn by PyMOL, rebuilt and read the same way: a row per renderer, raster's the same
+    # figures as above.
+    raster, pymol = got["renderer_rows"]
+    assert raster[0] == "raster" and pymol[0] == "PyMOL"
+    assert raster[1] == len(rebuilt) and float(raster[2]) == round(lig, 2) and float(raster[3]) == round(every, 2)
+    assert pymol[1] > 100 and float(pymol[3]) >= 0.5 and 0.85 <= float(pymol[4]) <= 1.15, pymol
+    assert int(pymol[6].split(" of ")[0]) > 0
+    assert "image/jpeg" in mimetypes(tagged(nb, "pymol"))
 
     # 4. one question of every task answered from the pictures alone, scored again here.
     gold_ids = [json.loads(line)["id"] for line in (ROOT / "examples" / "questions.jsonl").read_text().splitlines()
