@@ -806,8 +806,9 @@ def _ligand_partner(rec: Reconstruction, cands: BondCandidates, x: np.ndarray) -
     best = None
     for k, prior in cands.ligand.items():
         d = float(np.linalg.norm(rec.coords[k] - x))
-        if HBOND_SHELL_A[0] <= d <= HBOND_SHELL_A[1] and (best is None or abs(d - HBOND_IDEAL_A) + prior < best[0]):
-            best = (abs(d - HBOND_IDEAL_A) + prior, k)
+        cost = abs(d - HBOND_IDEAL_A) + prior
+        if HBOND_SHELL_A[0] <= d <= HBOND_SHELL_A[1] and (best is None or cost < best[0]):
+            best = (cost, k)
     return None if best is None else best[1]
 
 
