@@ -23,7 +23,10 @@ For every question the answer is computed from the six images only
 Only this evaluation reads the questions' gold (``meta``, to score and to build the oracle
 record). Label reading accuracy is measured on the same images against the labels the scene
 draws (residue labels at CA, ligand atom names), before and after the chemistry repair
-(template match, element constraint, votes across views, peptide numbering). Writes
+(template match, element constraint, votes across views, peptide numbering). For the pocket–ligand items each
+gold bond the answer lacks is put to a cause (:func:`lost_bonds`: its residue atom or ligand atom not rebuilt
+within 1 Å of the true atom, rebuilt but misnamed, or both right and the criteria not passed on the rebuilt
+geometry), against the true atoms the generator saved with the item. Writes
 ``eval/results/image_hbonds_{renderer}.md`` and ``.json``.
 """
 from __future__ import annotations
@@ -225,6 +228,106 @@ def image_size(images: dict) -> int:
     return next(iter(images.values())).width
 
 
+LOST_A = 1.0  # Å: a rebuilt atom this close to a true atom (after the scale is matched) stands for it
+LOST_CAUSES = ("found", "residue atom not rebuilt", "residue misnamed", "residue atom misnamed",
+               "ligand atom not rebuilt", "ligand atom misnamed", "named and placed, bond not passed")
+
+
+def _answer_bonds(pred: str | None) -> set[tuple[str, int, str, str, str]]:
+    """A T9 answer's bonds as (residue name, number, insertion code, residue atom, ligand atom), chain ignored."""
+    import re
+
+    out = set()
+    for part in (pred or "").split(";"):
+        m = re.match(r"^\s*([A-Z]{3})\s+(-?\d+)([A-Za-z]?)\s+(\S+)(?:\s+\S+)?\s*,\s*(\S+)\s*$", part)
+        if m:
+            out.add((m[1], int(m[2]), m[3], m[4], m[5]))
+    return out
+
+
+def _gold_key(b: dict) -> tuple[str, int, str, str, str]:
+    """A gold bond of ``meta["params"]["bonds"]`` as :func:`_answer_bonds` keys an answer's bonds."""
+    return b["residue_name"], b["residue_number"], b["insertion_code"], b["protein_atom"], b["ligand_atom"]
+
+
+def lost_bonds(q, set_dir: Path, cx, pred: str | None) -> dict[str, int]:
+    """Where each gold bond of a T9 item went: found, or the first of :data:`LOST_CAUSES` that explains its loss.
+
+    ``cx`` is the complex the answer's bonds were found on (:attr:`ImageHBondAnswer.complex`). The true atoms come
+    from the item's ``atoms.npz`` (the front view's camera frame, the rebuilt complex's frame); the rebuilt complex is
+    first put at the true scale (one factor about the camera: the ratio of the two scenes' mean depths, refined by
+    the median over the rebuilt atoms' nearest true atoms, as its Å scale rests on an estimated camera distance).
+    Then for the gold bond's residue atom and ligand atom: is a rebuilt atom within :data:`LOST_A` of it, and is
+    that atom named as the truth names it (residue name, number as written, atom name)? A bond whose two atoms are
+    both rebuilt and named right but that the answer lacks is one the H-bond criteria did not pass on the rebuilt
+    geometry. Numbers of :data:`~misi_agent.tools.image_hbonds.UNKNOWN_NUMBER` and above are taken modulo it (a
+    residue cut in two is written under its read number; a residue whose number was not read, never written, then
+    gets its group index, which only by chance is its number). Measurement only: reads the gold and the truth."""
+    from misi_agent.tools.image_hbonds import UNKNOWN_NUMBER
+
+    causes = dict.fromkeys(LOST_CAUSES, 0)
+    with np.load(set_dir / "items" / q.id / q.meta["atoms"]) as z:
+        t_xyz, t_name, t_res = z["front/coords"], z["front/atom_name"].astype(str), z["front/residue"].astype(str)
+        t_lig = z["front/is_ligand"].astype(bool)
+    answered = _answer_bonds(pred)
+    gold = q.meta["params"]["bonds"]
+    if cx is None:  # no ligand was rebuilt: nothing to measure
+        found = sum(_gold_key(b) in answered for b in gold)
+        causes["found"], causes["ligand atom not rebuilt"] = found, len(gold) - found
+        return causes
+    p_xyz = np.asarray(cx.pocket.coord, float)
+    l_xyz = np.asarray(cx.ligand.coord, float)
+    both = np.vstack([p_xyz, l_xyz])
+    from scipy.spatial import cKDTree
+
+    tree = cKDTree(t_xyz)
+    scale = float(t_xyz[:, 2].mean() / both[:, 2].mean())  # both scenes centred on the line of sight
+    for _ in range(3):  # the rebuilt scene's Å scale rests on an estimated camera distance: match it to the truth
+        d, i = tree.query(both * scale)
+        near = d < 1.5
+        if near.sum() >= 5:
+            ratio = np.linalg.norm(t_xyz[i[near]], axis=1) / np.linalg.norm(both[near] * scale, axis=1)
+            scale *= float(np.median(ratio))
+    p_xyz, l_xyz = p_xyz * scale, l_xyz * scale
+    p_num = np.asarray(cx.pocket.res_id, int)
+    p_num = np.where(p_num >= UNKNOWN_NUMBER, p_num % UNKNOWN_NUMBER, p_num)  # copies are written as read
+    p_key = list(zip(cx.pocket.res_name.astype(str), p_num, cx.pocket.ins_code.astype(str),
+                     cx.pocket.atom_name.astype(str)))
+    l_name = cx.ligand.atom_name.astype(str)
+
+    def nearest(xyz: np.ndarray, x: np.ndarray) -> int | None:
+        if not len(xyz):
+            return None
+        d = np.linalg.norm(xyz - x, axis=1)
+        k = int(np.argmin(d))
+        return k if d[k] <= LOST_A else None
+
+    for b in gold:
+        key = _gold_key(b)
+        if key in answered:
+            causes["found"] += 1
+            continue
+        res_id = f"{b['chain']}|{b['residue_number']}|{b['insertion_code']}|{b['residue_name']}"
+        tp = np.flatnonzero(~t_lig & (t_res == res_id) & (t_name == b["protein_atom"]))
+        tl = np.flatnonzero(t_lig & (t_name == b["ligand_atom"]))
+        kp = nearest(p_xyz, t_xyz[tp[0]]) if len(tp) else None
+        kl = nearest(l_xyz, t_xyz[tl[0]]) if len(tl) else None
+        if kp is None:
+            cause = "residue atom not rebuilt"
+        elif p_key[kp][:3] != key[:3]:
+            cause = "residue misnamed"
+        elif p_key[kp][3] != key[3]:
+            cause = "residue atom misnamed"
+        elif kl is None:
+            cause = "ligand atom not rebuilt"
+        elif l_name[kl] != key[4]:
+            cause = "ligand atom misnamed"
+        else:
+            cause = "named and placed, bond not passed"
+        causes[cause] += 1
+    return causes
+
+
 def run(set_dir: Path, renderer: str, noise: float, limit: int | None, arms: list[str], jobs: int = 1) -> dict:
     """Every question of the set (``limit`` per task) answered by every arm, over ``jobs`` worker processes."""
     from functools import partial
@@ -290,6 +393,9 @@ def run_question(q, *, set_dir: Path, renderer: str, noise: float, arms: list[st
         s = score_item(q, pred)
         row[arm] = {"pred": pred, "score": s.composite, "exact": s.exact, "column": s.column, "error": err,
                     "t_s": round(time.perf_counter() - t1, 2)}
+        if q.task == "pocket_ligand_interaction" and err is None:
+            row[arm]["gold_bonds"] = lost_bonds(q, set_dir, ans.complex, pred)
+            row[arm]["extra_bonds"] = len(_answer_bonds(pred) - {_gold_key(b) for b in p["bonds"]})
         if arm == next((x for x in arms if x.startswith("oracle")), None) and rec is not None:
             ocr.update(ocr_accuracy(q, cx, rec, labels, rkeys))
     if q.task == "pocket_ligand_interaction":
@@ -377,6 +483,26 @@ def report(res: dict, renderer: str, set_dir: Path, noise: float, arms: list[str
     lines += ["## Chain", "", f"Chains are not drawn; T9 answers leave the chain out, and the scorer matches such a bond "
               f"on any chain. Gold chains over the {n9} T9 items: {dict(chains)}; items where assuming chain A would "
               f"be wrong for some bond: {wrong}.", ""]
+    lost = {arm: Counter() for arm in arms}
+    extra = Counter()
+    for r in rows:
+        for arm in arms:
+            a = r.get(arm) or {}
+            lost[arm].update(a.get("gold_bonds") or {})
+            extra[arm] += a.get("extra_bonds") or 0
+    if any(sum(c.values()) for c in lost.values()):
+        lines += ["## Where the gold bonds of the pocket–ligand items went", "",
+                  "Each gold bond the answer lacks is put to the first cause that explains it, measured against the "
+                  "true atoms of the item's `atoms.npz` (the rebuilt complex put at the true scale; an atom counts "
+                  f"as rebuilt within {LOST_A:g} Å; `lost_bonds`). Extra: answered bonds that are not gold.", "",
+                  "| arm | gold | " + " | ".join(LOST_CAUSES) + " | extra |",
+                  "|---|---|" + "---|" * (len(LOST_CAUSES) + 1)]
+        for arm in arms:
+            n = sum(lost[arm].values())
+            if n:
+                lines.append(f"| {arm} | {n} | " + " | ".join(str(lost[arm][c]) for c in LOST_CAUSES)
+                             + f" | {extra[arm]} |")
+        lines.append("")
     lines += ["## Items", "", "| id | gold | " + " | ".join(arms) + " |", "|---|---|" + "---|" * len(arms)]
     for r in rows:
         cells = []

@@ -94,6 +94,17 @@ def test_pocket_ligand_raster(cx, gold, raster_images):
     assert score >= 0.75, (ans.answer, format_pocket_ligand(gold))
     assert ans.to_dict()["n_bonds"] == len(ans.bonds)
     assert ans.details["ligand_bonds"].startswith("ligand chemistry of CCD component 82I")  # found by its names
+    # the rebuilt complex comes with the answer: each answered bond's two atoms are in it, at H-bond distance
+    pocket, ligand = ans.complex.pocket, ans.complex.ligand
+    for b in ans.bonds:
+        name, number = b["residue"].split()
+        p = np.flatnonzero((pocket.res_name == name) & (pocket.res_id == int(number))
+                           & (pocket.atom_name == b["protein_atom"]))
+        q = np.flatnonzero(ligand.atom_name == b["ligand_atom"])
+        assert len(p) == 1 and len(q) == 1, b
+        d = float(np.linalg.norm(pocket.coord[p[0]] - ligand.coord[q[0]]))
+        assert abs(d - b["donor_acceptor_distance"]) < 0.01 and d < 3.9, (b, d)
+    assert "complex" not in ans.to_dict()
     named = pocket_hbonds_from_images(images, chain="A", reconstruction=rec, fit_residues=False)
     truth = pocket_keys(gold)
     pred_a = parse_pocket_ligand(named.answer)

@@ -74,7 +74,10 @@ class ImageHBondAnswer:
     chain, residue atom, ligand atom, donor side, D···A distance); ``confident`` is True when
     every atom in the answer was named with support from the labels and the reconstruction fit
     the images; ``details`` holds the identities (residues, ligand names), the reconstruction's
-    summary and the OCR counts.
+    summary and the OCR counts; ``complex`` is the rebuilt :class:`~misi_agent.structure.Complex` the bonds were
+    found on (named atoms in Å, the front view's camera frame; None when no ligand was seen), for inspecting an
+    answer atom by atom or measuring it against the true structure (``eval/image_hbonds.py``); it is not part of
+    :meth:`to_dict`.
     """
 
     task: str
@@ -84,6 +87,7 @@ class ImageHBondAnswer:
     grounding: str = "images"
     notes: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
+    complex: Complex | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         from misi_agent.tools.spatial_records import _plain
@@ -474,7 +478,8 @@ def residue_hbonds_from_images(images_by_view: Mapping[str, Any], residue: str, 
                                      "residue_fit_px": round(fit.cost_px, 3) if fit is not None else None,
                                      "ligand": ligand.to_dict(), "ligand_bonds": cx.notes[0] if cx.notes else "",
                                      "reconstruction": _summary(rec),
-                                     "labels_read": {v: len(l.labels) for v, l in labels.items()}})
+                                     "labels_read": {v: len(l.labels) for v, l in labels.items()}},
+                            complex=cx)
 
 
 def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | None = None, *,
@@ -675,7 +680,8 @@ def pocket_hbonds_from_images(images_by_view: Mapping[str, Any], chain: str | No
                                      "tolerance": list(widened) if widened else "relaxed",
                                      "ligand_shown": round(shown, 3),
                                      "reconstruction": _summary(rec),
-                                     "labels_read": {v: len(l.labels) for v, l in labels.items()}})
+                                     "labels_read": {v: len(l.labels) for v, l in labels.items()}},
+                            complex=cx)
 
 
 def numbered_at_labels(rec, residues: Sequence[ResidueIdentity], bonds: Sequence,
