@@ -24,9 +24,9 @@ Only this evaluation reads the questions' gold (``meta``, to score and to build 
 record). Label reading accuracy is measured on the same images against the labels the scene
 draws (residue labels at CA, ligand atom names), before and after the chemistry repair
 (template match, element constraint, votes across views, peptide numbering). For the pocket–ligand items each
-gold bond the answer lacks is put to a cause (:func:`lost_bonds`: its residue atom or ligand atom not rebuilt
-within 1 Å of the true atom, rebuilt but misnamed, or both right and the criteria not passed on the rebuilt
-geometry), against the true atoms the generator saved with the item. Writes
+gold bond the answer lacks is put to a cause (:func:`lost_bonds`: no atom of the answer's complex within 1 Å of
+its true residue atom or ligand atom, the atom there misnamed, or both right and the criteria not passed on the
+rebuilt geometry), against the true atoms the generator saved with the item. Writes
 ``eval/results/image_hbonds_{renderer}.md`` and ``.json``.
 """
 from __future__ import annotations
@@ -229,8 +229,8 @@ def image_size(images: dict) -> int:
 
 
 LOST_A = 1.0  # Å: a rebuilt atom this close to a true atom (after the scale is matched) stands for it
-LOST_CAUSES = ("found", "residue atom not rebuilt", "residue misnamed", "residue atom misnamed",
-               "ligand atom not rebuilt", "ligand atom misnamed", "named and placed, bond not passed")
+LOST_CAUSES = ("found", "no residue atom there", "residue misnamed", "residue atom misnamed",
+               "no ligand atom there", "ligand atom misnamed", "both right, criteria not passed")
 
 
 def _answer_bonds(pred: str | None) -> set[tuple[str, int, str, str, str]]:
@@ -257,12 +257,13 @@ def lost_bonds(q, set_dir: Path, cx, pred: str | None) -> dict[str, int]:
     from the item's ``atoms.npz`` (the front view's camera frame, the rebuilt complex's frame); the rebuilt complex is
     first put at the true scale (one factor about the camera: the ratio of the two scenes' mean depths, refined by
     the median over the rebuilt atoms' nearest true atoms, as its Å scale rests on an estimated camera distance).
-    Then for the gold bond's residue atom and ligand atom: is a rebuilt atom within :data:`LOST_A` of it, and is
-    that atom named as the truth names it (residue name, number as written, atom name)? A bond whose two atoms are
-    both rebuilt and named right but that the answer lacks is one the H-bond criteria did not pass on the rebuilt
-    geometry. Numbers of :data:`~misi_agent.tools.image_hbonds.UNKNOWN_NUMBER` and above are taken modulo it (a
-    residue cut in two is written under its read number; a residue whose number was not read, never written, then
-    gets its group index, which only by chance is its number). Measurement only: reads the gold and the truth."""
+    Then for the gold bond's residue atom and ligand atom: is an atom of the complex within :data:`LOST_A` of it (the
+    complex holds only named atoms: a rebuilt atom no template named is not there), and is that atom named as the
+    truth names it (residue name, number as written, atom name)? A bond whose two atoms are both there and named
+    right but that the answer lacks is one the H-bond criteria did not pass on the rebuilt geometry. Numbers of
+    :data:`~misi_agent.tools.image_hbonds.UNKNOWN_NUMBER` and above are taken modulo it (a residue cut in two is
+    written under its read number; a residue whose number was not read, never written, then gets its group index,
+    which only by chance is its number). Measurement only: reads the gold and the truth."""
     from misi_agent.tools.image_hbonds import UNKNOWN_NUMBER
 
     causes = dict.fromkeys(LOST_CAUSES, 0)
@@ -273,7 +274,7 @@ def lost_bonds(q, set_dir: Path, cx, pred: str | None) -> dict[str, int]:
     gold = q.meta["params"]["bonds"]
     if cx is None:  # no ligand was rebuilt: nothing to measure
         found = sum(_gold_key(b) in answered for b in gold)
-        causes["found"], causes["ligand atom not rebuilt"] = found, len(gold) - found
+        causes["found"], causes["no ligand atom there"] = found, len(gold) - found
         return causes
     p_xyz = np.asarray(cx.pocket.coord, float)
     l_xyz = np.asarray(cx.ligand.coord, float)
@@ -313,17 +314,17 @@ def lost_bonds(q, set_dir: Path, cx, pred: str | None) -> dict[str, int]:
         kp = nearest(p_xyz, t_xyz[tp[0]]) if len(tp) else None
         kl = nearest(l_xyz, t_xyz[tl[0]]) if len(tl) else None
         if kp is None:
-            cause = "residue atom not rebuilt"
+            cause = "no residue atom there"
         elif p_key[kp][:3] != key[:3]:
             cause = "residue misnamed"
         elif p_key[kp][3] != key[3]:
             cause = "residue atom misnamed"
         elif kl is None:
-            cause = "ligand atom not rebuilt"
+            cause = "no ligand atom there"
         elif l_name[kl] != key[4]:
             cause = "ligand atom misnamed"
         else:
-            cause = "named and placed, bond not passed"
+            cause = "both right, criteria not passed"
         causes[cause] += 1
     return causes
 

@@ -59,7 +59,7 @@ def test_each_cause_is_told_apart_on_a_real_item(item):
     big.pocket.coord *= 1.03
     big.ligand.coord *= 1.03
     causes = image_hbonds.lost_bonds(q, set_dir, big, "")
-    assert causes["named and placed, bond not passed"] == n, causes
+    assert causes["both right, criteria not passed"] == n, causes
     b = gold[0]
     res = (cx.pocket.res_id == b["residue_number"]) & (cx.pocket.res_name == b["residue_name"]) & (
         cx.pocket.chain_id == b["chain"])
@@ -77,11 +77,11 @@ def test_each_cause_is_told_apart_on_a_real_item(item):
     moved = replace(cx, pocket=cx.pocket.copy())
     moved.pocket.coord[res] += 40.0
     for damaged, cause in ((renumbered, "residue misnamed"), (renamed, "residue atom misnamed"),
-                           (lig_renamed, "ligand atom misnamed"), (lig_moved, "ligand atom not rebuilt"),
-                           (moved, "residue atom not rebuilt")):
+                           (lig_renamed, "ligand atom misnamed"), (lig_moved, "no ligand atom there"),
+                           (moved, "no residue atom there")):
         causes = image_hbonds.lost_bonds(q, set_dir, damaged, "")
         assert causes[cause] >= 1, (cause, causes)
-        assert causes[cause] + causes["named and placed, bond not passed"] == n, (cause, causes)
+        assert causes[cause] + causes["both right, criteria not passed"] == n, (cause, causes)
 
 
 def test_answered_bonds_are_read_with_or_without_a_chain():
