@@ -494,8 +494,9 @@ def report(res: dict, renderer: str, set_dir: Path, noise: float, arms: list[str
     if any(sum(c.values()) for c in lost.values()):
         lines += ["## Where the gold bonds of the pocket–ligand items went", "",
                   "Each gold bond the answer lacks is put to the first cause that explains it, measured against the "
-                  "true atoms of the item's `atoms.npz` (the rebuilt complex put at the true scale; an atom counts "
-                  f"as rebuilt within {LOST_A:g} Å; `lost_bonds`). Extra: answered bonds that are not gold.", "",
+                  "true atoms of the item's `atoms.npz` (the rebuilt complex put at the true scale; an atom of the "
+                  f"answer's complex within {LOST_A:g} Å stands for the true one; `lost_bonds`). Extra: answered "
+                  "bonds that are not gold.", "",
                   "| arm | gold | " + " | ".join(LOST_CAUSES) + " | extra |",
                   "|---|---|" + "---|" * (len(LOST_CAUSES) + 1)]
         for arm in arms:
