@@ -234,15 +234,11 @@ LOST_CAUSES = ("found", "no residue atom there", "residue misnamed", "residue at
 
 
 def _answer_bonds(pred: str | None) -> set[tuple[str, int, str, str, str]]:
-    """A T9 answer's bonds as (residue name, number, insertion code, residue atom, ligand atom), chain ignored."""
-    import re
+    """A T9 answer's bonds as (residue name, number, insertion code, residue atom, ligand atom), chain ignored
+    (:func:`~misi_agent.tools.hbond_format.parse_pocket_ligand`, malformed items skipped)."""
+    from misi_agent.tools.hbond_format import parse_pocket_ligand
 
-    out = set()
-    for part in (pred or "").split(";"):
-        m = re.match(r"^\s*([A-Z]{3})\s+(-?\d+)([A-Za-z]?)\s+(\S+)(?:\s+\S+)?\s*,\s*(\S+)\s*$", part)
-        if m:
-            out.add((m[1], int(m[2]), m[3], m[4], m[5]))
-    return out
+    return {(r, n, i, a, lig) for r, n, i, a, _, lig in parse_pocket_ligand(pred or "", strict=False)}
 
 
 def _gold_key(b: dict) -> tuple[str, int, str, str, str]:
