@@ -37,6 +37,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import misi_agent  # noqa: F401  (before numpy: pins OpenBLAS's kernel, misi_agent.reproducibility)
 import numpy as np
 
 from misi_agent.bench import tasks as T

@@ -46,6 +46,7 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
+import misi_agent  # noqa: F401  (before numpy: pins OpenBLAS's kernel, misi_agent.reproducibility)
 import numpy as np
 from tqdm import tqdm
 

@@ -37,6 +37,7 @@ import time
 from functools import partial
 from pathlib import Path
 
+import misi_agent  # noqa: F401  (before numpy: pins OpenBLAS's kernel, misi_agent.reproducibility)
 import numpy as np
 from scipy.spatial import cKDTree
 

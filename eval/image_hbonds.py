@@ -38,6 +38,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import misi_agent  # noqa: F401  (before numpy: pins OpenBLAS's kernel, misi_agent.reproducibility)
 import numpy as np
 from tqdm import tqdm
 

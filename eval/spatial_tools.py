@@ -33,6 +33,7 @@ import sys
 import time
 from pathlib import Path
 
+import misi_agent  # noqa: F401  (before numpy: pins OpenBLAS's kernel, misi_agent.reproducibility)
 import numpy as np
 from tqdm import tqdm
 

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+import misi_agent  # noqa: F401  (before the test modules load numpy: pins OpenBLAS's kernel, reproducibility.py)
+
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "structures"
 
 
