@@ -1,4 +1,4 @@
-"""The same answers on every x86-64 machine: OpenBLAS's kernel pinned before numpy loads it.
+"""The same answers on every x86-64 Linux machine with AVX2: OpenBLAS's kernel pinned before numpy loads it.
 
 numpy and scipy ship OpenBLAS built for many CPUs (``DYNAMIC_ARCH``) and pick the kernel for the CPU they load on:
 ``SkylakeX`` (AVX-512) on one machine, ``Haswell`` (AVX2) on another. The two kernels sum matrix products in another
@@ -9,10 +9,11 @@ AVX-512 machine than on the machine whose run the README reports (7ecr: ``ARG 19
 pinned to ``Haswell`` on the AVX-512 machine it gives the committed answers again.
 
 :func:`pin_blas_kernel` runs when :mod:`misi_agent` is imported. It sets ``OPENBLAS_CORETYPE=Haswell`` where the CPU
-can run that kernel (x86-64 with AVX2 and FMA), unless the variable is already set (the user's choice stands). It takes
-effect only if numpy was not loaded yet: the CLI, the eval scripts and the tests import :mod:`misi_agent` first; a
-notebook that imported numpy earlier keeps the kernel numpy chose (:func:`loaded_kernel` says which). Processes
-started from a pinned one (spawned workers, the PLIP worker, notebook kernels run by the tests) inherit the variable.
+can run that kernel (x86-64 with AVX2 and FMA, read from ``/proc/cpuinfo``: Linux only), unless the variable is
+already set (the user's choice stands). It takes effect only if numpy was not loaded yet: the CLI, the eval scripts
+and the tests import :mod:`misi_agent` first; a notebook that imported numpy earlier keeps the kernel numpy chose
+(:func:`loaded_kernel` says which). Processes started from a pinned one (spawned workers, the PLIP worker, notebook
+kernels run by the tests) inherit the variable.
 """
 
 from __future__ import annotations
@@ -24,15 +25,15 @@ import sys
 from collections.abc import MutableMapping
 from pathlib import Path
 
-BLAS_KERNEL = "Haswell"  # the AVX2 kernel: on every x86-64 CPU of the last decade, and numpy's choice on most of them
+BLAS_KERNEL = "Haswell"  # OpenBLAS's AVX2 kernel: runs on every x86-64 CPU with AVX2 and FMA
 _CORENAME_SYMBOLS = ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename64_",
                      "openblas_get_corename")
 
 
-def can_run_kernel(machine: str, cpu_flags: set[str]) -> bool:
+def can_run_kernel(machine: str, flags: set[str]) -> bool:
     """Can a CPU of this ``machine`` (``platform.machine()``) with these ``/proc/cpuinfo`` flags run
     :data:`BLAS_KERNEL`? Only x86-64 with AVX2 and FMA (the kernel's instructions)."""
-    return machine.lower() in ("x86_64", "amd64") and {"avx2", "fma"} <= cpu_flags
+    return machine.lower() in ("x86_64", "amd64") and {"avx2", "fma"} <= flags
 
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
