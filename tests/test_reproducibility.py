@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ import pytest
 from misi_agent.reproducibility import (BLAS_KERNEL, can_run_kernel, cpu_flags, loaded_kernel,
                                         pin_blas_kernel)
 
-PINNABLE = can_run_kernel(os.uname().machine, cpu_flags())
+PINNABLE = can_run_kernel(platform.machine(), cpu_flags())  # as pin_blas_kernel reads the machine
 
 
 def _kernel_in_fresh_process(code: str, **env: str) -> str:
