@@ -37,3 +37,10 @@ def pymol_6z1c_labelled():
     """6z1c (ligand 7EY) in PyMOL's six views at 512 px, reconstructed as :func:`pymol_6yqw_labelled`: its ligand's
     N/O names are read where the rebuilt ligand lacks their atoms."""
     return _labelled_pymol("6z1c", "7EY")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The notebooks first: executing them is the longest test (the image-grounding notebook, about four minutes),
+    and with the tests spread over worker processes (``-n 2``) a long test collected last holds the run open after
+    the other worker has finished."""
+    items.sort(key=lambda item: item.nodeid.split("::")[0] != "tests/test_notebooks.py")

@@ -448,6 +448,101 @@ def test_bonds_beyond_valence_are_pruned_so_bond_orders_survive():
         Chem.SanitizeMol(unpruned)
 
 
+def test_sequence_neighbours_are_the_linked_groups(cx):
+    """On 6yqw's exact pocket, two residue groups lie within a bond of each other (:data:`CHAIN_LINK_A`) exactly when
+    they follow each other in the chain: the chain is the check the label assignment can lean on."""
+    from misi_agent.tools.identity import CHAIN_LINK_A, group_gaps
+
+    rec = oracle_reconstruction(cx)
+    keys = scene_from_complex(cx, "front").residue_keys
+    groups = sorted(set(rec.residue[rec.residue >= 0].tolist()))
+    gaps = group_gaps(np.asarray(rec.coords, float), [np.flatnonzero(rec.residue == g) for g in groups])
+    linked = {(a, b) for a in range(len(groups)) for b in range(len(groups)) if a < b and gaps[a, b] <= CHAIN_LINK_A}
+    neighbours = {(a, b) for a in range(len(groups)) for b in range(len(groups)) if a < b
+                  and keys[groups[a]].chain == keys[groups[b]].chain
+                  and abs(keys[groups[a]].number - keys[groups[b]].number) == 1}
+    assert len(neighbours) >= 10 and linked == neighbours
+    assert np.isinf(np.diag(gaps)).all() and (gaps == gaps.T).all()
+
+
+def test_the_chain_bonus_gives_a_label_run_to_a_run_of_linked_groups(cx):
+    """Label evidence judged residue by residue can favour a swap: two residues' texts each nearer the other's
+    group, as labels drawn beside their CAs in a dense pocket are. With 6yqw's exact groups and their chain
+    links, evidence 1 for every residue's own text, and the texts of two residues far apart in the chain
+    crossed (1.1 on the other's group, 0.8 on its own), the linear assignment takes the swap and the threaded
+    assignment puts both back, as each sits between its chain neighbours' numbers. Without links, or with no
+    bonus, it is the linear assignment."""
+    from misi_agent.tools.identity import CHAIN_LINK_A, group_gaps, threaded_assignment
+
+    rec = oracle_reconstruction(cx)
+    keys = scene_from_complex(cx, "front").residue_keys
+    groups = sorted(set(rec.residue[rec.residue >= 0].tolist()))
+    members = [np.flatnonzero(rec.residue == g) for g in groups]
+    linked = group_gaps(np.asarray(rec.coords, float), members) <= CHAIN_LINK_A
+    numbers = [keys[g].number for g in groups]
+    inner = [a for a in range(len(groups)) if linked[a].sum() == 2]  # both chain neighbours in the pocket
+    a, b = inner[0], inner[-1]
+    assert abs(numbers[a] - numbers[b]) > 2
+    ev = np.eye(len(groups))
+    ev[a, a] = ev[b, b] = 0.8
+    ev[a, b] = ev[b, a] = 1.1
+    swapped = {k: k for k in range(len(groups))} | {a: b, b: a}
+    assert threaded_assignment(ev, numbers, linked, bonus=0.0) == swapped
+    assert threaded_assignment(ev, numbers, np.zeros_like(linked)) == swapped
+    assert threaded_assignment(ev, numbers, linked) == {k: k for k in range(len(groups))}
+
+
+def test_pictures_of_7x9k_name_a_shifted_label_run_by_the_chain():
+    """7x9k's raster views, reconstructed from the pictures alone: by label places alone the label PHE 115 goes to
+    the group of Leu 33 and Phe 115's group takes ILE 123; with the chain bonus (Phe 115's group is linked to those
+    that take ASP 114 and PRO 116) the groups named PHE 115 and LEU 33 are rebuilt Phe 115 and Leu 33, and more
+    groups get their true name and number."""
+    from collections import Counter
+
+    from scipy.spatial import cKDTree
+
+    import misi_agent.tools.identity as identity
+    from misi_agent.tools.image_hbonds import read_all_labels
+    from misi_agent.tools.reconstruction import reconstruct
+
+    cx = load_complex(DATA / "7x9k.cif.gz", ligand="8OG")
+    images = _views(cx, RasterRenderer())
+    rec, labels = reconstruct(images), read_all_labels(images)
+    sc = scene_from_complex(cx, "front")
+    true_xyz, lig = np.asarray(sc.coords, float), np.asarray(sc.is_ligand, bool)
+    xyz = np.asarray(rec.coords, float)
+    xyz = xyz * float(np.median(true_xyz[:, 2]) / np.median(xyz[:, 2]))  # the true scale, to compare
+    dist, near = cKDTree(true_xyz).query(xyz)
+
+    def true_residue(r):
+        idx = np.array(r.atoms)
+        ok = (dist[idx] < 1.2) & ~lig[near[idx]]
+        if ok.sum() < 2:
+            return None, np.inf
+        key = sc.residue_keys[Counter(np.asarray(sc.residue)[near[idx[ok]]].tolist()).most_common(1)[0][0]]
+        return (key.name, key.number), float(np.linalg.norm(true_xyz[lig][None] - true_xyz[near[idx[ok]]][:, None],
+                                                            axis=2).min())
+
+    def named(bonus):
+        res = identity.identify_residues(rec, labels) if bonus else _without_chain(identity, rec, labels)
+        return [((r.name, r.number), *true_residue(r)) for r in res]
+
+    with_chain, alone = named(True), named(False)
+    for text in (("PHE", 115), ("LEU", 33)):
+        assert [tr for t, tr, _ in with_chain if t == text] == [text]
+    assert [tr for t, tr, _ in alone if t == ("PHE", 115)] == [("LEU", 33)]
+    assert sum(tr == t for t, tr, _ in with_chain) > sum(tr == t for t, tr, _ in alone)
+
+
+def _without_chain(identity, rec, labels):
+    defaults = identity.threaded_assignment.__defaults__
+    identity.threaded_assignment.__defaults__ = (0.0,)
+    try:
+        return identity.identify_residues(rec, labels)
+    finally:
+        identity.threaded_assignment.__defaults__ = defaults
+
+
 def test_cut_off_and_overgrown_residue_numbers_are_repaired_from_fitted_peptide_links(cx):
     """Real 6yqw pocket residues 40 and 42-48 with their atoms placed about 0.2 Å off (as fitted): a number read cut
     short (44 as 4) or grown long (46 as 4699) takes the number its peptide-linked neighbour implies; a misreading
